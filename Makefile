@@ -1,0 +1,47 @@
+# Every target that runs something first builds the venv in .venv (once; again when the requirements change).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SUITE ?= suites/smoke.json
+# Suites sized for a CPU (the GPU-sized ones carry a "gpu" tag on their cases and run through `make suite`).
+CPU_SUITES := suites/smoke.json suites/k26-tp8-parity.json
+HAS_CUDA := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
+RESULTS := results
+
+.PHONY: test smoke suite suites lint env clean
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider
+
+smoke: $(STAMP)
+	$(BIN)/ddbench run suites/smoke.json --json $(RESULTS)/smoke.json --junit $(RESULTS)/smoke.xml
+
+suite: $(STAMP)
+	$(BIN)/ddbench run $(SUITE) --json $(RESULTS)/$(notdir $(SUITE))
+
+suites: $(STAMP)
+	$(BIN)/ddbench run $(CPU_SUITES) -k "not gpu" --json $(RESULTS)/suites.json
+
+lint: $(STAMP)
+	$(BIN)/ruff check ddbench tests
+	$(BIN)/ruff format --check ddbench tests
+
+env: $(STAMP)
+	$(BIN)/ddbench env
+
+$(STAMP): pyproject.toml requirements/torch-cpu.txt requirements/sglang-kernel.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+ifeq ($(HAS_CUDA),1)
+	$(BIN)/python -m pip install -q torch==2.13.0
+else
+	$(BIN)/python -m pip install -q -r requirements/torch-cpu.txt
+endif
+	$(BIN)/python -m pip install -q --no-deps sglang==0.5.23
+	$(BIN)/python -m pip install -q -r requirements/sglang-kernel.txt
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@
+
+clean:
+	rm -rf $(VENV) $(RESULTS) .pytest_cache .benchmarks

@@ -1,0 +1,45 @@
+"""A scoped fix for Triton's interpreter multiplying raw bf16 bit patterns in `tl.dot`.
+
+Upstream: triton-lang/triton issue #11584 (open). The interpreter stores bfloat16 as uint16 (numpy has no
+bf16) and its `create_dot` hands those integers straight to `np.matmul`, so every bf16 `tl.dot` under
+TRITON_INTERPRET=1 returns garbage. fp16/fp32 operands are fine. Inside `bf16_dot_fixed()`, bf16 operands
+are widened to the fp32 values they encode before the matmul; on exit the original method is restored,
+so nothing outside the call sees a patched Triton.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+UPSTREAM_ISSUE = "triton-lang/triton#11584"
+_lock = threading.RLock()
+
+
+def _widen_bf16(handle, interpreter, tl):
+    if handle.dtype != tl.bfloat16:
+        return handle
+    as_fp32 = (handle.data.astype(np.uint32) << 16).view(np.float32)
+    return interpreter.TensorHandle(as_fp32, tl.float32)
+
+
+@contextmanager
+def bf16_dot_fixed() -> Iterator[None]:
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    with _lock:
+        original = interpreter.InterpreterBuilder.create_dot
+
+        def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+            a, b = _widen_bf16(a, interpreter, tl), _widen_bf16(b, interpreter, tl)
+            return original(self, a, b, d, input_precision, max_num_imprecise_acc)
+
+        interpreter.InterpreterBuilder.create_dot = create_dot
+        try:
+            yield
+        finally:
+            interpreter.InterpreterBuilder.create_dot = original

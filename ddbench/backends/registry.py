@@ -1,0 +1,69 @@
+"""Find backends by name: built-ins, the `ddbench.backends` entry-point group, or `module:attr` specs."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from importlib.metadata import entry_points
+
+import torch
+
+from ddbench.backends.protocol import Backend
+from ddbench.backends.reference import ReferenceBackend
+from ddbench.backends.triton_sglang import SglangTritonBackend
+from ddbench.errors import BackendUnavailable, InputError
+
+ENTRY_POINT_GROUP = "ddbench.backends"
+
+BUILTINS: dict[str, Callable[[], Backend]] = {
+    "reference": ReferenceBackend,
+    "reference-fp64": lambda: ReferenceBackend(torch.float64),
+    "triton": SglangTritonBackend,
+}
+
+
+def _instantiate(obj: object, origin: str) -> Backend:
+    """Accept a backend instance, a class, or a zero-argument factory."""
+    candidate = obj() if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "run")) else obj
+    missing = [attr for attr in ("name", "availability", "run") if not hasattr(candidate, attr)]
+    if missing:
+        raise InputError(f"does not implement the backend protocol (missing {', '.join(missing)})", path=origin)
+    return candidate  # type: ignore[return-value]
+
+
+def _entry_points() -> dict[str, object]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def known_backend_names() -> list[str]:
+    return sorted({*BUILTINS, *_entry_points()})
+
+
+def load_backend_spec(spec: str) -> Backend:
+    """`package.module:attribute` naming a backend instance, class or factory."""
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise InputError(f"expected module:attribute, got {spec!r}", path="--backend")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as err:
+        raise BackendUnavailable(f"backend {spec}: cannot import {module_name}: {type(err).__name__}: {err}") from None
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise InputError(f"module {module_name} has no attribute {attr!r}", path="--backend")
+        obj = getattr(obj, part)
+    return _instantiate(obj, f"--backend {spec}")
+
+
+def get_backend(name: str) -> Backend:
+    if name in BUILTINS:
+        return BUILTINS[name]()
+    eps = _entry_points()
+    if name in eps:
+        try:
+            obj = eps[name].load()  # type: ignore[attr-defined]
+        except Exception as err:
+            raise BackendUnavailable(f"backend {name} (entry point): {type(err).__name__}: {err}") from None
+        return _instantiate(obj, f"entry point {name}")
+    raise InputError(f"unknown backend {name!r}; known: {', '.join(known_backend_names())}", path="--backends")

@@ -1,0 +1,92 @@
+"""SGLang's real Triton extend-attention kernel, called as SGLang's Triton backend calls it on target-verify.
+
+On a GPU it is compiled; on the CPU it runs under Triton's interpreter (TRITON_INTERPRET=1, which must be
+set before SGLang's module defines its kernels) with the scoped bf16 `tl.dot` fix.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ddbench.backends.interpreter_fix import UPSTREAM_ISSUE, bf16_dot_fixed
+from ddbench.backends.protocol import Availability
+from ddbench.inputs.layout import VerifyInputs
+
+SGLANG_MODULE = "sglang.kernels.ops.attention.extend_attention"
+SGLANG_VERSION = "0.5.23"
+
+
+class SglangTritonBackend:
+    name = "triton"
+
+    def __init__(self) -> None:
+        self._fn: Callable[..., Any] | None = None
+        self._interpreted = not torch.cuda.is_available()
+        self._problem: str | None = None
+
+    def _load(self) -> Callable[..., Any]:
+        if self._fn is not None:
+            return self._fn
+        if self._problem:
+            raise RuntimeError(self._problem)
+        if self._interpreted:
+            if SGLANG_MODULE in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+                self._problem = (f"{SGLANG_MODULE} was imported before TRITON_INTERPRET=1 was set; "
+                                 "its kernels cannot run on this CPU-only machine")
+                raise RuntimeError(self._problem)
+            os.environ["TRITON_INTERPRET"] = "1"
+        try:
+            import importlib
+
+            module = importlib.import_module(SGLANG_MODULE)
+        except Exception as err:  # any import failure means "unavailable", with the reason
+            self._problem = f"cannot import {SGLANG_MODULE}: {type(err).__name__}: {err}"
+            raise RuntimeError(self._problem) from None
+        self._fn = module.extend_attention_fwd
+        return self._fn
+
+    def availability(self) -> Availability:
+        try:
+            self._load()
+        except RuntimeError as err:
+            return Availability.no(str(err))
+        import sglang
+        import triton
+
+        where = (f"Triton interpreter on the CPU, bf16 dot fix for {UPSTREAM_ISSUE}" if self._interpreted
+                 else f"compiled for {torch.cuda.get_device_name()}")
+        return Availability.yes(f"sglang {sglang.__version__}, triton {triton.__version__}, {where}")
+
+    def run(self, inputs: VerifyInputs) -> torch.Tensor:
+        fn = self._load()
+        x = inputs
+        with bf16_dot_fixed() if self._interpreted else contextlib.nullcontext():
+            fn(
+                x.q_extend,
+                x.k_extend,
+                x.v_extend,
+                x.o_extend,
+                x.k_buffer,
+                x.v_buffer,
+                x.qo_indptr,
+                x.kv_indptr,
+                x.kv_indices,
+                x.custom_mask,
+                x.is_causal,
+                x.mask_indptr,
+                x.max_len_extend,
+                1.0,  # k_scale: bf16 pool, no descale (SGLang passes 1.0)
+                1.0,  # v_scale
+                sm_scale=x.sm_scale,
+                logit_cap=0.0,
+                skip_prefix_custom_mask=True,  # SGLang relies on this default: prefix columns are not read
+                page_size=x.page_size,
+                extend_seq_lens_cpu=list(x.q_lens),
+            )
+        return x.o_extend

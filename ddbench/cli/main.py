@@ -1,0 +1,47 @@
+"""The `ddbench` command: a click group whose errors become a message and an exit code, never a traceback.
+
+Exit codes: 0 all judged pairs pass, 1 a parity failure (or a backend error), 2 bad input or usage,
+3 a requested backend unavailable.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ddbench.cli.env_cmd import env_command
+from ddbench.cli.list_cmd import list_command
+from ddbench.cli.run_cmd import run_command
+from ddbench.cli.validate_cmd import validate_command
+from ddbench.errors import DdbenchError
+
+EXIT_INTERRUPTED = 130
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except DdbenchError as err:
+            click.echo(f"error: {err.message}" if "\n" not in err.message else "error:\n" + err.message, err=True)
+            ctx.exit(err.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="ddbench")
+def cli() -> None:
+    """Parity and latency suites for the tree-speculative-decoding verify attention kernel (MLA, SGLang layout)."""
+
+
+cli.add_command(validate_command)
+cli.add_command(list_command)
+cli.add_command(run_command)
+cli.add_command(env_command)
+
+
+def main() -> None:
+    sys.exit(cli.main(prog_name="ddbench", standalone_mode=True))

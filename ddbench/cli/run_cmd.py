@@ -1,0 +1,102 @@
+"""`ddbench run SUITE...`: every selected case on every backend it needs, judged, reported as it goes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ddbench.backends import Backend, get_backend, load_backend_spec, preferred_device
+from ddbench.cli.common import load_suites, select_cases, stderr, stdout
+from ddbench.environment import environment
+from ddbench.errors import BackendUnavailable, InputError
+from ddbench.metrics import ERROR, FAIL, SKIPPED
+from ddbench.report.junit import write_junit
+from ddbench.report.outputs import save_outputs
+from ddbench.report.results_file import ResultsFile
+from ddbench.report.table import results_table
+from ddbench.runner import CaseResult, backends_for, run_case
+from ddbench.suite import Case
+
+EXIT_PARITY_FAILURE = 1
+
+
+def _split(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def _resolve_backends(cases: list[Case], selected: list[str] | None, specs: tuple[str, ...]) -> dict[str, Backend]:
+    """Instantiate every backend the run needs; any unavailable one stops the run (exit 3) before work."""
+    from_specs = {b.name: b for b in (load_backend_spec(s) for s in specs)}
+    names = list(dict.fromkeys(n for c in cases for n in backends_for(c, selected, list(from_specs))))
+    backends = {name: from_specs.get(name) or get_backend(name) for name in names}
+    unavailable = []
+    for name, backend in backends.items():
+        status = backend.availability()
+        if not status.ok:
+            unavailable.append(f"{name}: unavailable: {status.detail}")
+    if unavailable:
+        raise BackendUnavailable("\n".join(unavailable))
+    return backends
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    TextColumn("{task.fields[case]}"), console=stderr, transient=True)
+
+
+@click.command("run")
+@click.argument("suites", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--backends", "backend_names", help="Comma-separated backends to run (default: those the bounds name).")
+@click.option("--backend", "backend_specs", multiple=True, metavar="MODULE:ATTR",
+              help="Add your own backend (an instance, class or factory); repeatable.")
+@click.option("-k", "filter_expr", help="Keep cases matching: words (tags or ID parts) with and/or/not.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Results file, rewritten after each case.")
+@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="JUnit XML (one testcase per pair).")
+@click.option("--save-outputs", "outputs_dir", type=click.Path(file_okay=False), help="Save outputs per case here.")
+def run_command(suites: tuple[str, ...], backend_names: str | None, backend_specs: tuple[str, ...],
+                filter_expr: str | None, json_path: str | None, junit_path: str | None,
+                outputs_dir: str | None) -> None:
+    """Run suites: parity of every backend pair the suite bounds, on fresh seeded inputs."""
+    loaded = load_suites(suites)
+    cases = select_cases(loaded, filter_expr)
+    if not cases:
+        raise InputError(f"no case matches -k {filter_expr!r}" if filter_expr else "the suites hold no case")
+    selected = _split(backend_names)
+    backends = _resolve_backends(cases, selected, backend_specs)
+    device = preferred_device()
+    stderr.print(f"{len(cases)} cases on {device.type}: backends {', '.join(backends)}", highlight=False)
+
+    results_file = ResultsFile(json_path, [s.path for s in loaded], environment()) if json_path else None
+    results: list[CaseResult] = []
+    with _progress() as progress:
+        task = progress.add_task("cases", total=len(cases), case="")
+        for case in cases:
+            progress.update(task, case=case.id)
+            needed = {n: backends[n] for n in backends_for(case, selected, list(backends)) if n in backends}
+            result = run_case(case, needed, device)
+            results.append(result)
+            if results_file:
+                results_file.add(result)
+            if outputs_dir:
+                save_outputs(outputs_dir, result)
+            if not progress.live.is_started or not stderr.is_terminal:
+                stderr.print(f"[{len(results)}/{len(cases)}] {result.status} {case.id} ({result.seconds:.2f}s)",
+                             highlight=False)
+            progress.advance(task)
+    if results_file:
+        results_file.finish()
+    if junit_path:
+        write_junit(junit_path, results)
+
+    stdout.print(results_table(results))
+    failed = [r for r in results if r.status in (FAIL, ERROR)]
+    judged = [r for r in results if r.status != SKIPPED]
+    summary = f"{len(results) - len(failed)} passed, {len(failed)} failed"
+    stdout.print(summary + (f" (results: {Path(json_path)})" if json_path else ""), highlight=False)
+    if failed:
+        raise click.exceptions.Exit(EXIT_PARITY_FAILURE)
+    if not judged:
+        stderr.print("no parity bound could be judged: the backends its pairs name were not run")
+        raise click.exceptions.Exit(EXIT_PARITY_FAILURE)

@@ -1,0 +1,110 @@
+"""Deterministic synthetic inputs for one case, in SGLang's extend layout.
+
+Realism that matters for parity: score spread like a real model's (not tiny logits that make softmax flat),
+an attention-sink token, per-channel scale in the latent KV, scattered pool slots, NaN in every unused pool
+row so a stray read poisons the output, and per-request trees drawn from the case's tree spec.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import torch
+
+from ddbench.inputs.layout import VerifyInputs, poison_
+from ddbench.inputs.pool import scatter_slots
+from ddbench.suite.ids import canonical_json
+from ddbench.suite.model import Case
+from ddbench.suite.presets import HEAD_DIM_QK, HEAD_DIM_V
+from ddbench.trees import Tree, build_tree
+
+DTYPES = {"bfloat16": torch.bfloat16}
+
+
+def case_generator_seed(case: Case) -> int:
+    """Every distinct workload gets its own random stream, even when suites leave `seed` at 0."""
+    return int(hashlib.sha256(canonical_json(case.workload()).encode()).hexdigest()[:15], 16)
+
+
+def request_trees(case: Case) -> tuple[Tree, ...]:
+    """One tree per request: stochastic kinds (EAGLE, DDTree, Medusa) differ between requests."""
+    return tuple(build_tree(case.tree, seed=case.seed * 4099 + r) for r in range(case.batch_size))
+
+
+def _ancestor_rows(tree: Tree, prefix: int) -> torch.Tensor:
+    """q_len rows of SGLang's custom mask: every prefix column set, then the tree's ancestor mask."""
+    rows = torch.ones(tree.q_len, prefix + tree.q_len, dtype=torch.bool)
+    rows[:, prefix:] = tree.ancestor_mask()
+    return rows
+
+
+def generate_inputs(case: Case, device: torch.device | str = "cpu") -> VerifyInputs:
+    """Build on the CPU from the case's seed (bit-identical on every machine), then move to `device`."""
+    g = torch.Generator().manual_seed(case_generator_seed(case))
+    dtype = DTYPES[case.dtype]
+    heads, q_len, bs = case.heads_per_rank, case.q_len, case.batch_size
+    prefixes = list(case.prefix_lens)
+    trees = request_trees(case)
+    total_q = bs * q_len
+
+    slots, pool_rows = scatter_slots([p + q_len for p in prefixes], case.page_size, g)
+    prefix_slots = [s[:p] for s, p in zip(slots, prefixes)]
+    draft_slots = [s[p:] for s, p in zip(slots, prefixes)]
+
+    # Keys: per-channel gain on the latent part (like a normed latent with learned scales), rope part unit.
+    gain = torch.cat([torch.exp(0.4 * torch.randn(HEAD_DIM_V, generator=g)), torch.ones(HEAD_DIM_QK - HEAD_DIM_V)])
+    n_tokens = sum(prefixes) + total_q
+    keys = torch.randn(n_tokens, HEAD_DIM_QK, generator=g) * gain
+
+    # Queries scaled so that sm_scale * q.k has the requested standard deviation.
+    q_std = case.inputs.logit_spread / (case.model.sm_scale * gain.square().sum().sqrt())
+    queries = torch.randn(total_q, heads, HEAD_DIM_QK, generator=g) * q_std
+    # Attention sink: every query leans a little toward one direction; the first prefix token of each
+    # request points along it, scoring `sink_logit` above the rest on average.
+    sink_dir = torch.randn(HEAD_DIM_QK, generator=g)
+    sink_dir /= sink_dir.norm()
+    lean = float(q_std) * math.sqrt(HEAD_DIM_QK) / 4
+    queries += lean * sink_dir
+    start = 0
+    for p in prefixes:
+        if p > 0:
+            keys[start] += case.inputs.sink_logit / (case.model.sm_scale * lean) * sink_dir
+        start += p
+
+    k_buffer = torch.full((pool_rows, 1, HEAD_DIM_QK), float("nan"), dtype=dtype)
+    order = torch.cat([torch.cat(prefix_slots), torch.cat(draft_slots)])
+    k_buffer[order, 0] = keys.to(dtype)  # keys are numbered like `order`: all prefixes, then all drafts
+
+    out_cache_loc = torch.cat(draft_slots).to(torch.int64)
+    k_extend = k_buffer[out_cache_loc].clone()
+    custom_mask = torch.cat([_ancestor_rows(t, p).flatten() for t, p in zip(trees, prefixes)])
+    mask_sizes = torch.tensor([q_len * (p + q_len) for p in prefixes])
+
+    inputs = VerifyInputs(
+        q_extend=queries.to(dtype),
+        k_extend=k_extend,
+        v_extend=k_extend[..., :HEAD_DIM_V].contiguous(),
+        o_extend=poison_(torch.empty(total_q, heads, HEAD_DIM_V, dtype=dtype)),
+        k_buffer=k_buffer,
+        v_buffer=k_buffer[..., :HEAD_DIM_V],
+        qo_indptr=_indptr([q_len] * bs, torch.int32),
+        kv_indptr=_indptr(prefixes, torch.int32),
+        kv_indices=torch.cat(prefix_slots).to(torch.int64),
+        out_cache_loc=out_cache_loc,
+        custom_mask=custom_mask,
+        mask_indptr=_indptr(mask_sizes.tolist(), torch.int64),
+        sm_scale=case.model.sm_scale,
+        max_len_extend=q_len,
+        page_size=case.page_size,
+        prefix_lens=tuple(prefixes),
+        q_lens=(q_len,) * bs,
+        trees=trees,
+    )
+    return inputs if torch.device(device).type == "cpu" else inputs.to(device)
+
+
+def _indptr(lengths: list[int], dtype: torch.dtype) -> torch.Tensor:
+    out = torch.zeros(len(lengths) + 1, dtype=torch.int64)
+    out[1:] = torch.tensor(lengths, dtype=torch.int64).cumsum(0)
+    return out.to(dtype)

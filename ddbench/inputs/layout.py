@@ -1,0 +1,87 @@
+"""SGLang's extend layout for target-verify, tensor by tensor, under SGLang's own names (DESIGN.md §1)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from ddbench.trees import Tree
+
+# A quiet NaN with a payload no arithmetic produces: an element still holding it was never written.
+POISON_BITS = {torch.bfloat16: 0x7FE5, torch.float16: 0x7E25, torch.float32: 0x7FE5E5E5}
+_INT_VIEW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
+
+TENSOR_FIELDS = (
+    "q_extend", "k_extend", "v_extend", "o_extend", "k_buffer", "v_buffer", "qo_indptr", "kv_indptr",
+    "kv_indices", "out_cache_loc", "custom_mask", "mask_indptr",
+)
+
+
+def poison_(tensor: torch.Tensor) -> torch.Tensor:
+    """Fill with the poison NaN in place (bit-exact, so unwritten elements can be counted)."""
+    tensor.view(_INT_VIEW[tensor.dtype]).fill_(_signed(POISON_BITS[tensor.dtype], tensor.dtype))
+    return tensor
+
+
+def poisoned_mask(tensor: torch.Tensor) -> torch.Tensor:
+    """True where an element still holds the exact poison pattern."""
+    if tensor.dtype not in POISON_BITS:
+        return torch.zeros(tensor.shape, dtype=torch.bool, device=tensor.device)
+    return tensor.view(_INT_VIEW[tensor.dtype]) == _signed(POISON_BITS[tensor.dtype], tensor.dtype)
+
+
+def _signed(bits: int, dtype: torch.dtype) -> int:
+    width = 32 if dtype == torch.float32 else 16
+    return bits - (1 << width) if bits >= 1 << (width - 1) else bits
+
+
+@dataclass
+class VerifyInputs:
+    """Everything SGLang's Triton backend hands `extend_attention_fwd` on a target-verify step.
+
+    Shapes: T = sum of q_len over requests, H = local (per-rank) heads, pool = rows of the KV pool.
+    """
+
+    q_extend: torch.Tensor  # (T, H, 576) bf16, [latent 512 || rope 64]
+    k_extend: torch.Tensor  # (T, 1, 576) bf16, the draft tokens' keys, also in the pool at out_cache_loc
+    v_extend: torch.Tensor  # (T, 1, 512) bf16, latent part of k_extend
+    o_extend: torch.Tensor  # (T, H, 512) bf16, output buffer, poisoned before every call
+    k_buffer: torch.Tensor  # (pool, 1, 576) bf16, unused rows are NaN
+    v_buffer: torch.Tensor  # view k_buffer[..., :512], stride(0) = 576
+    qo_indptr: torch.Tensor  # (bs+1) int32
+    kv_indptr: torch.Tensor  # (bs+1) int32, prefix only
+    kv_indices: torch.Tensor  # (sum prefix) int64, pool slots of prefix tokens
+    out_cache_loc: torch.Tensor  # (T) int64, pool slots of draft tokens
+    custom_mask: torch.Tensor  # (sum q_len*(prefix+q_len)) bool, row stride prefix+q_len
+    mask_indptr: torch.Tensor  # (bs+1) int64
+    sm_scale: float
+    max_len_extend: int
+    page_size: int = 1
+    is_causal: bool = True
+    # What generated the tensors; not read by kernels, used by the reference checks and reports.
+    prefix_lens: tuple[int, ...] = ()
+    q_lens: tuple[int, ...] = ()
+    trees: tuple[Tree, ...] = ()
+
+    @property
+    def batch_size(self) -> int:
+        return self.qo_indptr.numel() - 1
+
+    @property
+    def num_heads(self) -> int:
+        return self.q_extend.shape[1]
+
+    @property
+    def device(self) -> torch.device:
+        return self.q_extend.device
+
+    def to(self, device: torch.device | str) -> VerifyInputs:
+        moved = {name: getattr(self, name).to(device) for name in TENSOR_FIELDS if name != "v_buffer"}
+        moved["v_buffer"] = moved["k_buffer"][..., : self.v_buffer.shape[-1]]
+        return dataclasses.replace(self, **moved)
+
+    def fresh_output(self) -> torch.Tensor:
+        """Poison the output buffer again; every backend call starts from it."""
+        return poison_(self.o_extend)

@@ -1,0 +1,37 @@
+"""Judge parity figures against a suite's bound: pass, or fail with every reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ddbench.metrics.figures import ParityFigures
+from ddbench.suite.model import LIMIT_NAMES, ParityBound
+
+PASS, FAIL, ERROR, SKIPPED = "pass", "fail", "error", "skipped"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str
+    reasons: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def failed(self) -> bool:
+        return self.status in (FAIL, ERROR)
+
+
+def judge(bound: ParityBound, figures: ParityFigures, candidate: str) -> Verdict:
+    reasons = []
+    if figures.unwritten:
+        reasons.append(f"{figures.unwritten} output elements never written")
+    nonfinite = figures.nan + figures.inf - figures.unwritten
+    if nonfinite:
+        reasons.append(f"{nonfinite} NaN/Inf in {candidate} output")
+    if figures.against_nonfinite:
+        reasons.append(f"{figures.against_nonfinite} NaN/Inf in {bound.against} output")
+    for name in LIMIT_NAMES:
+        limit = bound.limit(name)
+        value = getattr(figures, name)
+        if limit is not None and not value <= limit:
+            reasons.append(f"{name} {value:.4g} > {limit:g}")
+    return Verdict(FAIL if reasons else PASS, tuple(reasons))

@@ -1,0 +1,1 @@
+"""Reports of a run: the JSON results file, JUnit XML, saved outputs and terminal tables."""

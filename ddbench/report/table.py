@@ -1,0 +1,52 @@
+"""Terminal tables: the expanded cases of a suite, and the verdicts of a run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from ddbench.metrics import ERROR, FAIL, PASS
+from ddbench.runner.results import CaseResult
+from ddbench.suite.model import Case
+from ddbench.trees import tree_label
+
+STYLE = {PASS: "green", FAIL: "bold red", ERROR: "bold magenta"}
+
+
+def _prefix_text(prefix_lens: tuple[int, ...]) -> str:
+    if len(set(prefix_lens)) == 1:
+        return str(prefix_lens[0])
+    shown = ",".join(map(str, prefix_lens[:6]))
+    return shown + ("…" if len(prefix_lens) > 6 else "")
+
+
+def cases_table(cases: Sequence[Case], title: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in ("case", "model", "tp", "heads/rank", "bs", "prefix", "tree", "q_len", "page", "tags"):
+        table.add_column(column, overflow="fold")
+    for c in cases:
+        tp = f"{c.layout.tp}" + (f" dp{c.layout.dp_attention}" if c.layout.dp_attention > 1 else "")
+        table.add_row(c.id, c.model.name, tp, str(c.heads_per_rank), str(c.batch_size), _prefix_text(c.prefix_lens),
+                      tree_label(c.tree), str(c.q_len), str(c.page_size), ",".join(c.tags))
+    return table
+
+
+def results_table(results: Sequence[CaseResult]) -> Table:
+    table = Table(title="parity", title_justify="left")
+    for column in ("case", "pair", "max row ULP", "mean row ULP", "p99.9 ULP", "max abs", "rel L2", "time", "verdict"):
+        table.add_column(column, overflow="fold", justify="left" if column in ("case", "pair", "verdict") else "right")
+    for r in results:
+        times = " ".join(f"{name} {run.seconds:.2f}s" for name, run in r.runs.items())
+        if r.error or not r.pairs:
+            table.add_row(r.case.id, "-", "", "", "", "", "", times, f"[{STYLE.get(r.status, '')}]{r.status}[/] "
+                          + (r.error or "no bound judged"))
+        for p in r.pairs:
+            f = p.figures
+            figures = (f"{f.max_row_ulp:.2f}", f"{f.mean_row_ulp:.3f}", f"{f.p999_ulp:.1f}", f"{f.max_abs:.2e}",
+                       f"{f.rel_l2:.2e}") if f else ("",) * 5
+            verdict = f"[{STYLE.get(p.verdict.status, '')}]{p.verdict.status}[/]"
+            if p.verdict.reasons:
+                verdict += " " + "; ".join(p.verdict.reasons)
+            table.add_row(r.case.id, f"{p.candidate} vs {p.against}", *figures, times, verdict)
+    return table

@@ -1,0 +1,80 @@
+"""Run one case: generate its inputs, call every backend on a poisoned output, judge every bound."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import torch
+
+from ddbench.backends.protocol import Backend
+from ddbench.errors import InputError
+from ddbench.inputs import check_inputs, generate_inputs
+from ddbench.metrics import ERROR, SKIPPED, Verdict, judge, parity_figures
+from ddbench.runner.results import BackendRun, CaseResult, PairResult
+from ddbench.suite.model import ANY_BACKEND, Case
+
+
+def backends_for(case: Case, selected: list[str] | None, extra: list[str]) -> list[str]:
+    """The backends a case runs: those `--backends` selects, else those its bounds name; plus `--backend`s."""
+    if selected is not None:
+        names = list(selected)
+    else:
+        names = [n for b in case.parity for n in (b.against, b.candidate) if n != ANY_BACKEND]
+    return list(dict.fromkeys([*names, *extra]))
+
+
+def _call(backend: Backend, inputs) -> BackendRun:
+    inputs.fresh_output()
+    if inputs.device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    try:
+        output = backend.run(inputs)
+        if inputs.device.type == "cuda":
+            torch.cuda.synchronize()
+    except Exception as err:  # a backend's crash is that case's result, not the end of the run
+        return BackendRun(backend.name, None, time.perf_counter() - start, f"{type(err).__name__}: {err}")
+    seconds = time.perf_counter() - start
+    if not isinstance(output, torch.Tensor) or tuple(output.shape) != tuple(inputs.o_extend.shape):
+        shape = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
+        return BackendRun(backend.name, None, seconds,
+                          f"returned {shape}, expected a tensor of shape {tuple(inputs.o_extend.shape)}")
+    # Keep a copy: the next backend reuses (and re-poisons) the shared output buffer.
+    return BackendRun(backend.name, output.detach().clone(), seconds)
+
+
+def _judge_pairs(case: Case, runs: Mapping[str, BackendRun]) -> list[PairResult]:
+    pairs = []
+    for bound in case.parity:
+        candidates = [n for n in runs if bound.applies_to(n)] if bound.candidate == ANY_BACKEND else [bound.candidate]
+        for name in candidates:
+            cand, against = runs.get(name), runs.get(bound.against)
+            if cand is None or against is None:
+                missing = name if cand is None else bound.against
+                verdict = Verdict(SKIPPED, (f"{missing} not run",))
+                pairs.append(PairResult(name, bound.against, bound, verdict))
+            elif cand.error or against.error:
+                failed = cand if cand.error else against
+                pairs.append(PairResult(name, bound.against, bound, Verdict(ERROR, (f"{failed.name}: {failed.error}",))))
+            else:
+                figures = parity_figures(cand.output, against.output)
+                pairs.append(PairResult(name, bound.against, bound, judge(bound, figures, name), figures))
+    return pairs
+
+
+def run_case(case: Case, backends: Mapping[str, Backend], device: torch.device) -> CaseResult:
+    start = time.perf_counter()
+    result = CaseResult(case)
+    try:
+        inputs = generate_inputs(case, device)
+        check_inputs(inputs)
+    except InputError as err:
+        result.error = f"inputs: {err.message}"
+        result.seconds = time.perf_counter() - start
+        return result
+    for name, backend in backends.items():
+        result.runs[name] = _call(backend, inputs)
+    result.pairs = _judge_pairs(case, result.runs)
+    result.seconds = time.perf_counter() - start
+    return result

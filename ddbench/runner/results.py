@@ -1,0 +1,75 @@
+"""What running one case produced: each backend's output, each judged pair, the case's status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ddbench.metrics import ERROR, FAIL, PASS, SKIPPED, ParityFigures, Verdict
+from ddbench.suite.model import Case, ParityBound
+
+
+@dataclass
+class BackendRun:
+    name: str
+    output: torch.Tensor | None
+    seconds: float
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"seconds": round(self.seconds, 6), "ok": self.error is None}
+        if self.output is not None:
+            out["dtype"] = str(self.output.dtype).removeprefix("torch.")
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+@dataclass
+class PairResult:
+    candidate: str
+    against: str
+    bound: ParityBound
+    verdict: Verdict
+    figures: ParityFigures | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "candidate": self.candidate,
+            "against": self.against,
+            "bound": self.bound.to_json(),
+            "status": self.verdict.status,
+            "reasons": list(self.verdict.reasons),
+            "figures": self.figures.to_json() if self.figures else None,
+        }
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    runs: dict[str, BackendRun] = field(default_factory=dict)
+    pairs: list[PairResult] = field(default_factory=list)
+    seconds: float = 0.0
+    error: str | None = None  # the case could not even be set up (inputs)
+
+    @property
+    def status(self) -> str:
+        statuses = {p.verdict.status for p in self.pairs}
+        if self.error or ERROR in statuses:
+            return ERROR
+        if FAIL in statuses:
+            return FAIL
+        return PASS if PASS in statuses else SKIPPED
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.case.id,
+            "status": self.status,
+            "seconds": round(self.seconds, 6),
+            "error": self.error,
+            "case": self.case.to_json(),
+            "backends": {name: run.to_json() for name, run in self.runs.items()},
+            "pairs": [p.to_json() for p in self.pairs],
+        }

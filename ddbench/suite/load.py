@@ -1,0 +1,56 @@
+"""Read a suite file: JSON, then the schema, then expansion and semantic checks. The only I/O of `suite/`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ddbench.errors import InputError, SuiteInvalid
+from ddbench.suite.expand import expand_document
+from ddbench.suite.model import Suite
+from ddbench.suite.resolve import resolve_case
+from ddbench.suite.schema import schema_errors
+
+
+def read_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("no such file", file=str(path)) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a suite file", file=str(path)) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(f"cannot read: {err}", file=str(path)) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}", file=str(path)) from None
+
+
+def parse_suite(document: Any, file: str) -> Suite:
+    """Validate and expand an already-parsed document; raises SuiteInvalid listing every problem."""
+    errors = schema_errors(document, file)
+    if errors:
+        raise SuiteInvalid(errors)
+    cases, first_seen = [], {}
+    for raw in expand_document(document):
+        case, problems = resolve_case(raw, document["name"], file)
+        errors += problems
+        if case is None:
+            continue
+        if case.id in first_seen:
+            errors.append(InputError(
+                f"case {case.id} repeats the workload of {first_seen[case.id]}; results are keyed by it",
+                file=file, path=raw.entry))
+            continue
+        first_seen[case.id] = raw.entry
+        cases.append(case)
+    if errors:
+        raise SuiteInvalid(errors)
+    return Suite(name=document["name"], description=document.get("description", ""), path=file, cases=tuple(cases))
+
+
+def load_suite(path: str | Path) -> Suite:
+    path = Path(path)
+    return parse_suite(read_json(path), str(path))

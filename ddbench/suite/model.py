@@ -1,0 +1,117 @@
+"""The resolved, immutable description of one case: what every later stage consumes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+LIMIT_NAMES = ("max_row_ulp", "mean_row_ulp", "p999_ulp", "max_ulp", "max_abs", "mean_abs", "rel_l2")
+ANY_BACKEND = "*"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    heads: int
+    sm_scale: float
+
+
+@dataclass(frozen=True)
+class Layout:
+    tp: int = 1
+    dp_attention: int = 1
+
+    @property
+    def attention_tp(self) -> int:
+        """Ranks that split the heads: with DP-attention every attention group holds tp/dp ranks."""
+        return self.tp // self.dp_attention
+
+
+@dataclass(frozen=True)
+class InputStyle:
+    """How the synthetic tensors look: real models have spread scores and an attention sink."""
+
+    logit_spread: float = 2.5
+    sink_logit: float = 4.0
+
+
+@dataclass(frozen=True)
+class ParityBound:
+    """Limits on the candidate's error, measured against `against` (the side taken as truth)."""
+
+    candidate: str
+    against: str
+    limits: tuple[tuple[str, float], ...]
+
+    def limit(self, name: str) -> float | None:
+        return dict(self.limits).get(name)
+
+    def applies_to(self, backend: str) -> bool:
+        return backend != self.against and self.candidate in (backend, ANY_BACKEND)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"candidate": self.candidate, "against": self.against, **dict(self.limits)}
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    suite: str
+    model: ModelSpec
+    layout: Layout
+    batch_size: int
+    prefix_lens: tuple[int, ...]
+    tree: dict[str, Any] = field(hash=False)
+    q_len: int
+    page_size: int
+    dtype: str
+    seed: int
+    inputs: InputStyle
+    parity: tuple[ParityBound, ...]
+    budget: dict[str, Any] | None = field(default=None, hash=False)
+    tags: tuple[str, ...] = ()
+    description: str = ""
+    origin: str = ""  # JSON path of the suite entry the case came from
+
+    @property
+    def heads_per_rank(self) -> int:
+        return self.model.heads // self.layout.attention_tp
+
+    @property
+    def total_q(self) -> int:
+        return self.batch_size * self.q_len
+
+    def workload(self) -> dict[str, Any]:
+        """Everything that changes the computed tensors; its canonical JSON is hashed into the case ID."""
+        return {
+            "model": {"name": self.model.name, "heads": self.model.heads, "sm_scale": self.model.sm_scale},
+            "layout": {"tp": self.layout.tp, "dp_attention": self.layout.dp_attention},
+            "heads_per_rank": self.heads_per_rank,
+            "batch_size": self.batch_size,
+            "prefix_lens": list(self.prefix_lens),
+            "tree": self.tree,
+            "page_size": self.page_size,
+            "dtype": self.dtype,
+            "seed": self.seed,
+            "inputs": {"logit_spread": self.inputs.logit_spread, "sink_logit": self.inputs.sink_logit},
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "suite": self.suite,
+            **self.workload(),
+            "q_len": self.q_len,
+            "parity": [b.to_json() for b in self.parity],
+            "budget": self.budget,
+            "tags": list(self.tags),
+            "description": self.description,
+        }
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    description: str
+    path: str
+    cases: tuple[Case, ...]

@@ -1,0 +1,161 @@
+"""Semantic checks and resolution of a raw case into a `Case` (pure; no I/O).
+
+The schema says what a field may look like; this says whether the values make sense together.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from ddbench.errors import InputError, TreeSpecError
+from ddbench.suite.ids import case_id
+from ddbench.suite.model import LIMIT_NAMES, Case, InputStyle, Layout, ModelSpec, ParityBound
+from ddbench.suite.presets import find_preset, preset_names
+from ddbench.suite.expand import RawCase
+from ddbench.trees import MAX_Q_LEN, build_tree, tree_q_len
+
+DEFAULT_PARITY = (
+    # DESIGN.md §3: the Triton kernel lands within ~1.9 row-scaled bf16 ULPs of an fp64 truth; a float32
+    # reference is that truth to well under a ULP.
+    ParityBound("triton", "reference", (("max_row_ulp", 3.0), ("mean_row_ulp", 0.5), ("rel_l2", 0.01))),
+)
+FIELD_DEFAULTS: dict[str, Any] = {"batch_size": 1, "prefix": 0, "page_size": 1, "dtype": "bfloat16", "seed": 0}
+
+
+class _Checker:
+    """Collects every problem of one case, each tied to the JSON path that caused it."""
+
+    def __init__(self, raw: RawCase, file: str) -> None:
+        self.raw, self.file = raw, file
+        self.errors: list[InputError] = []
+
+    def fail(self, field: str, reason: str) -> None:
+        self.errors.append(InputError(reason, file=self.file, path=self.raw.origin(field)))
+
+    def value(self, field: str) -> Any:
+        return self.raw.fields.get(field, FIELD_DEFAULTS.get(field))
+
+
+def _model(c: _Checker) -> ModelSpec | None:
+    spec = c.value("model")
+    if spec is None:
+        c.fail("model", "no model: name a preset (" + ", ".join(preset_names()) + ") or give heads and sm_scale")
+        return None
+    if isinstance(spec, str):
+        spec = {"preset": spec}
+    preset = None
+    if "preset" in spec:
+        preset = find_preset(spec["preset"])
+        if preset is None:
+            known = ", ".join(preset_names())
+            c.fail("model", f"unknown model preset {spec['preset']!r}; known presets: {known}")
+            return None
+    heads = spec.get("heads", preset.heads if preset else None)
+    scale = spec.get("sm_scale", preset.sm_scale if preset else None)
+    if heads is None or scale is None:
+        c.fail("model", "a model without a preset needs both heads and sm_scale")
+        return None
+    name = preset.name if preset else "custom"
+    if preset and (heads != preset.heads or scale != preset.sm_scale):
+        name += "-custom"
+    return ModelSpec(name=name, heads=int(heads), sm_scale=float(scale))
+
+
+def _layout(c: _Checker, model: ModelSpec | None) -> Layout:
+    spec = c.value("layout") or {}
+    layout = Layout(tp=spec.get("tp", 1), dp_attention=spec.get("dp_attention", 1))
+    if layout.tp % layout.dp_attention:
+        c.fail("layout", f"tp {layout.tp} is not divisible by dp_attention {layout.dp_attention}")
+    elif model and model.heads % layout.attention_tp:
+        c.fail(
+            "layout",
+            f"{model.heads} heads of {model.name} do not divide over an attention TP of {layout.attention_tp}",
+        )
+    return layout
+
+
+def _prefix_lens(c: _Checker, batch_size: int, seed: int) -> tuple[int, ...]:
+    spec = c.value("prefix")
+    if isinstance(spec, int):
+        return (spec,) * batch_size
+    if isinstance(spec, list):
+        if len(spec) != batch_size:
+            c.fail("prefix", f"per-request prefix list has {len(spec)} entries but batch_size is {batch_size}")
+        return tuple(spec)
+    lo, hi = spec["min"], spec["max"]
+    if lo > hi:
+        c.fail("prefix", f"prefix range min {lo} is above max {hi}")
+        return (lo,) * batch_size
+    rng = random.Random(f"prefix:{seed}")  # a seeded range: the same suite always draws the same lengths
+    return tuple(rng.randint(lo, hi) for _ in range(batch_size))
+
+
+def _tree(c: _Checker, seed: int) -> tuple[dict[str, Any], int]:
+    spec = c.value("tree")
+    if spec is None:
+        c.fail("tree", "no tree: every case needs a tree spec (e.g. {\"kind\": \"ddtree\", \"budget\": 8})")
+        return {}, 0
+    try:
+        q_len = tree_q_len(spec)
+        if q_len > MAX_Q_LEN:
+            c.fail("tree", f"the tree has {q_len} nodes; the verify step supports at most {MAX_Q_LEN}")
+        elif spec["kind"] in ("paths", "parents"):
+            build_tree(spec, seed)  # explicit trees are checked in full: order, range, closure
+    except TreeSpecError as err:
+        at = c.raw.origin("tree") + (f".{err.path}" if err.path else "")
+        c.errors.append(InputError(err.reason, file=c.file, path=at))
+        return spec, 0
+    return spec, q_len
+
+
+def _parity(c: _Checker) -> tuple[ParityBound, ...]:
+    specs = c.value("parity")
+    if specs is None:
+        return DEFAULT_PARITY
+    bounds = []
+    for i, spec in enumerate(specs):
+        limits = tuple((k, float(spec[k])) for k in LIMIT_NAMES if k in spec)
+        if spec["candidate"] == spec["against"]:
+            c.fail("parity", f"bound {i} compares {spec['candidate']!r} with itself")
+        if not limits:
+            c.fail("parity", f"bound {i} ({spec['candidate']} vs {spec['against']}) sets no limit; "
+                   f"give at least one of {', '.join(LIMIT_NAMES)}")
+        bounds.append(ParityBound(spec["candidate"], spec["against"], limits))
+    return tuple(bounds)
+
+
+def _inputs(c: _Checker) -> InputStyle:
+    return InputStyle(**(c.value("inputs") or {}))
+
+
+def resolve_case(raw: RawCase, suite: str, file: str) -> tuple[Case | None, list[InputError]]:
+    c = _Checker(raw, file)
+    model = _model(c)
+    layout = _layout(c, model)
+    batch_size, seed = c.value("batch_size"), c.value("seed")
+    prefix_lens = _prefix_lens(c, batch_size, seed)
+    tree, q_len = _tree(c, seed)
+    parity = _parity(c)
+    if c.errors or model is None:
+        return None, c.errors
+    case = Case(
+        id="",
+        suite=suite,
+        model=model,
+        layout=layout,
+        batch_size=batch_size,
+        prefix_lens=prefix_lens,
+        tree=tree,
+        q_len=q_len,
+        page_size=c.value("page_size"),
+        dtype=c.value("dtype"),
+        seed=seed,
+        inputs=_inputs(c),
+        parity=parity,
+        budget=c.value("budget"),
+        tags=tuple(c.value("tags") or ()),
+        description=c.value("description") or "",
+        origin=raw.entry,
+    )
+    return case_id(case, c.value("label")), []

@@ -1,0 +1,83 @@
+"""`-k` expressions over cases, like pytest's: words joined by and / or / not, with parentheses.
+
+A word matches a case when it equals one of its tags or is a substring of its ID (case-insensitive).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from ddbench.errors import InputError
+from ddbench.suite.model import Case
+
+_TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
+Predicate = Callable[[Case], bool]
+
+
+def _word(word: str) -> Predicate:
+    w = word.lower()
+    return lambda case: w in (t.lower() for t in case.tags) or w in case.id.lower()
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = _TOKEN.findall(text)
+        self.pos = 0
+
+    def fail(self, reason: str) -> InputError:
+        return InputError(f"{reason} in filter {self.text!r}", path="-k")
+
+    def peek(self) -> str | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self) -> str:
+        token = self.peek()
+        if token is None:
+            raise self.fail("unexpected end")
+        self.pos += 1
+        return token
+
+    def parse(self) -> Predicate:
+        pred = self.disjunction()
+        if self.peek() is not None:
+            raise self.fail(f"unexpected {self.peek()!r}")
+        return pred
+
+    def disjunction(self) -> Predicate:
+        left = self.conjunction()
+        while self.peek() == "or":
+            self.take()
+            right, prev = self.conjunction(), left
+            left = lambda c, a=prev, b=right: a(c) or b(c)  # noqa: E731
+        return left
+
+    def conjunction(self) -> Predicate:
+        left = self.negation()
+        while self.peek() == "and":
+            self.take()
+            right, prev = self.negation(), left
+            left = lambda c, a=prev, b=right: a(c) and b(c)  # noqa: E731
+        return left
+
+    def negation(self) -> Predicate:
+        if self.peek() == "not":
+            self.take()
+            inner = self.negation()
+            return lambda c: not inner(c)
+        token = self.take()
+        if token == "(":
+            inner = self.disjunction()
+            if self.take() != ")":
+                raise self.fail("missing )")
+            return inner
+        if token in ("and", "or", ")"):
+            raise self.fail(f"unexpected {token!r}")
+        return _word(token)
+
+
+def case_filter(expression: str | None) -> Predicate:
+    if not expression or not expression.strip():
+        return lambda case: True
+    return _Parser(expression).parse()
