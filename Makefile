@@ -4,8 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SUITE ?= suites/smoke.json
-# Suites sized for a CPU (the GPU-sized ones carry a "gpu" tag on their cases and run through `make suite`).
-CPU_SUITES := suites/smoke.json suites/k26-tp8-parity.json
+# Every shipped suite; on a machine without a GPU `make suites` keeps the cases tagged cpu.
+ALL_SUITES := suites/smoke.json suites/k26-tp8-parity.json suites/k26-verify.json
 HAS_CUDA := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 RESULTS := results
 
@@ -21,7 +21,11 @@ suite: $(STAMP)
 	$(BIN)/ddbench run $(SUITE) --json $(RESULTS)/$(notdir $(SUITE))
 
 suites: $(STAMP)
-	$(BIN)/ddbench run $(CPU_SUITES) -k "not gpu" --json $(RESULTS)/suites.json
+ifeq ($(HAS_CUDA),1)
+	$(BIN)/ddbench run $(ALL_SUITES) --json $(RESULTS)/suites.json --junit $(RESULTS)/suites.xml
+else
+	$(BIN)/ddbench run $(ALL_SUITES) -k cpu --json $(RESULTS)/suites.json --junit $(RESULTS)/suites.xml
+endif
 
 lint: $(STAMP)
 	$(BIN)/ruff check ddbench tests

@@ -471,7 +471,7 @@ def test_non_mapping_spec() -> None:
     assert err.value.path is None
 
 
-@pytest.mark.parametrize("seed", [-1, 2**70])
+@pytest.mark.parametrize("seed", [-1, 2**70, np.int64(12)])
 def test_any_int_seed_is_accepted(seed: int) -> None:
     assert build_tree({"kind": "ddtree", "budget": 8}, seed).q_len == 9
 

@@ -11,6 +11,7 @@ drafter is sometimes sure and sometimes lost).
 from __future__ import annotations
 
 import math
+import numbers
 import zlib
 
 import numpy as np
@@ -26,9 +27,9 @@ _MAX_LOGP = -1e-9
 
 def make_rng(seed: int, family: str) -> np.random.Generator:
     """A generator per (seed, family): EAGLE and DDTree trees of one seed do not share a stream."""
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {seed!r}")
-    return np.random.default_rng([seed % 2**64, zlib.crc32(family.encode())])
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"seed must be an integer, got {seed!r}")
+    return np.random.default_rng([int(seed) % 2**64, zlib.crc32(family.encode())])
 
 
 def top_logprobs(
