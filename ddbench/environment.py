@@ -36,8 +36,14 @@ def device_facts() -> dict[str, Any]:
 
 def git_commit(start: Path | None = None) -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=start or Path.cwd(), capture_output=True,
-                             text=True, timeout=5, check=False)
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=start or Path.cwd(),
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None

@@ -32,7 +32,9 @@ class ReferenceBackend:
                 continue
             prefix_rows = x.k_buffer[x.kv_indices[kv[r] : kv[r + 1]].long(), 0]
             keys = torch.cat([prefix_rows, x.k_extend[q0:q1, 0]]).to(acc)
-            values = torch.cat([x.v_buffer[x.kv_indices[kv[r] : kv[r + 1]].long(), 0], x.v_extend[q0:q1, 0]]).to(acc)
+            values = torch.cat(
+                [x.v_buffer[x.kv_indices[kv[r] : kv[r + 1]].long(), 0], x.v_extend[q0:q1, 0]]
+            ).to(acc)
             visible = x.custom_mask[mk[r] : mk[r + 1]].view(q_len, prefix + q_len).bool().clone()
             visible[:, :prefix] = True  # skip_prefix_custom_mask: the prefix columns are never read
             scores = torch.einsum("qhd,kd->hqk", x.q_extend[q0:q1].to(acc), keys) * x.sm_scale

@@ -27,7 +27,9 @@ def _instantiate(obj: object, origin: str) -> Backend:
     candidate = obj() if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "run")) else obj
     missing = [attr for attr in ("name", "availability", "run") if not hasattr(candidate, attr)]
     if missing:
-        raise InputError(f"does not implement the backend protocol (missing {', '.join(missing)})", path=origin)
+        raise InputError(
+            f"does not implement the backend protocol (missing {', '.join(missing)})", path=origin
+        )
     return candidate  # type: ignore[return-value]
 
 
@@ -47,7 +49,9 @@ def load_backend_spec(spec: str) -> Backend:
     try:
         module = importlib.import_module(module_name)
     except Exception as err:
-        raise BackendUnavailable(f"backend {spec}: cannot import {module_name}: {type(err).__name__}: {err}") from None
+        raise BackendUnavailable(
+            f"backend {spec}: cannot import {module_name}: {type(err).__name__}: {err}"
+        ) from None
     obj = module
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -66,4 +70,6 @@ def get_backend(name: str) -> Backend:
         except Exception as err:
             raise BackendUnavailable(f"backend {name} (entry point): {type(err).__name__}: {err}") from None
         return _instantiate(obj, f"entry point {name}")
-    raise InputError(f"unknown backend {name!r}; known: {', '.join(known_backend_names())}", path="--backends")
+    raise InputError(
+        f"unknown backend {name!r}; known: {', '.join(known_backend_names())}", path="--backends"
+    )

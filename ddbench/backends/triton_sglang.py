@@ -37,8 +37,10 @@ class SglangTritonBackend:
             raise RuntimeError(self._problem)
         if self._interpreted:
             if SGLANG_MODULE in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
-                self._problem = (f"{SGLANG_MODULE} was imported before TRITON_INTERPRET=1 was set; "
-                                 "its kernels cannot run on this CPU-only machine")
+                self._problem = (
+                    f"{SGLANG_MODULE} was imported before TRITON_INTERPRET=1 was set; "
+                    "its kernels cannot run on this CPU-only machine"
+                )
                 raise RuntimeError(self._problem)
             os.environ["TRITON_INTERPRET"] = "1"
         try:
@@ -59,8 +61,11 @@ class SglangTritonBackend:
         import sglang
         import triton
 
-        where = (f"Triton interpreter on the CPU, bf16 dot fix for {UPSTREAM_ISSUE}" if self._interpreted
-                 else f"compiled for {torch.cuda.get_device_name()}")
+        where = (
+            f"Triton interpreter on the CPU, bf16 dot fix for {UPSTREAM_ISSUE}"
+            if self._interpreted
+            else f"compiled for {torch.cuda.get_device_name()}"
+        )
         return Availability.yes(f"sglang {sglang.__version__}, triton {triton.__version__}, {where}")
 
     def run(self, inputs: VerifyInputs) -> torch.Tensor:

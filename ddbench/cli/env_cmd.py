@@ -33,8 +33,12 @@ def env_command(as_json: bool) -> None:
         click.echo(json.dumps(facts, indent=2))
         return
     device = facts["device"]
-    stdout.print(f"device: {device['name']} ({device['kind']}" + (f", {device['capability']}" if device.get("capability") else "")
-                 + ")", highlight=False)
+    stdout.print(
+        f"device: {device['name']} ({device['kind']}"
+        + (f", {device['capability']}" if device.get("capability") else "")
+        + ")",
+        highlight=False,
+    )
     stdout.print(f"python {facts['python']} on {facts['platform']}", highlight=False)
     for name, ver in facts["packages"].items():
         stdout.print(f"  {name}: {ver or 'not installed'}", highlight=False)

@@ -24,7 +24,9 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except DdbenchError as err:
-            click.echo(f"error: {err.message}" if "\n" not in err.message else "error:\n" + err.message, err=True)
+            click.echo(
+                f"error: {err.message}" if "\n" not in err.message else "error:\n" + err.message, err=True
+            )
             ctx.exit(err.exit_code)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
@@ -34,7 +36,7 @@ class _Group(click.Group):
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="ddbench")
 def cli() -> None:
-    """Parity and latency suites for the tree-speculative-decoding verify attention kernel (MLA, SGLang layout)."""
+    """Parity and latency suites for the verify attention kernel of tree speculative decoding."""
 
 
 cli.add_command(validate_command)

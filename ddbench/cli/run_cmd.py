@@ -26,7 +26,9 @@ def _split(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
-def _resolve_backends(cases: list[Case], selected: list[str] | None, specs: tuple[str, ...]) -> dict[str, Backend]:
+def _resolve_backends(
+    cases: list[Case], selected: list[str] | None, specs: tuple[str, ...]
+) -> dict[str, Backend]:
     """Instantiate every backend the run needs; any unavailable one stops the run (exit 3) before work."""
     from_specs = {b.name: b for b in (load_backend_spec(s) for s in specs)}
     names = list(dict.fromkeys(n for c in cases for n in backends_for(c, selected, list(from_specs))))
@@ -42,22 +44,48 @@ def _resolve_backends(cases: list[Case], selected: list[str] | None, specs: tupl
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    TextColumn("{task.fields[case]}"), console=stderr, transient=True)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[case]}"),
+        console=stderr,
+        transient=True,
+    )
 
 
 @click.command("run")
 @click.argument("suites", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--backends", "backend_names", help="Comma-separated backends to run (default: those the bounds name).")
-@click.option("--backend", "backend_specs", multiple=True, metavar="MODULE:ATTR",
-              help="Add your own backend (an instance, class or factory); repeatable.")
+@click.option(
+    "--backends", "backend_names", help="Comma-separated backends to run (default: those the bounds name)."
+)
+@click.option(
+    "--backend",
+    "backend_specs",
+    multiple=True,
+    metavar="MODULE:ATTR",
+    help="Add your own backend (an instance, class or factory); repeatable.",
+)
 @click.option("-k", "filter_expr", help="Keep cases matching: words (tags or ID parts) with and/or/not.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Results file, rewritten after each case.")
-@click.option("--junit", "junit_path", type=click.Path(dir_okay=False), help="JUnit XML (one testcase per pair).")
-@click.option("--save-outputs", "outputs_dir", type=click.Path(file_okay=False), help="Save outputs per case here.")
-def run_command(suites: tuple[str, ...], backend_names: str | None, backend_specs: tuple[str, ...],
-                filter_expr: str | None, json_path: str | None, junit_path: str | None,
-                outputs_dir: str | None) -> None:
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False), help="Results file, rewritten after each case."
+)
+@click.option(
+    "--junit", "junit_path", type=click.Path(dir_okay=False), help="JUnit XML (one testcase per pair)."
+)
+@click.option(
+    "--save-outputs", "outputs_dir", type=click.Path(file_okay=False), help="Save outputs per case here."
+)
+def run_command(
+    suites: tuple[str, ...],
+    backend_names: str | None,
+    backend_specs: tuple[str, ...],
+    filter_expr: str | None,
+    json_path: str | None,
+    junit_path: str | None,
+    outputs_dir: str | None,
+) -> None:
     """Run suites: parity of every backend pair the suite bounds, on fresh seeded inputs."""
     loaded = load_suites(suites)
     cases = select_cases(loaded, filter_expr)
@@ -82,8 +110,10 @@ def run_command(suites: tuple[str, ...], backend_names: str | None, backend_spec
             if outputs_dir:
                 save_outputs(outputs_dir, result)
             if not progress.live.is_started or not stderr.is_terminal:
-                stderr.print(f"[{len(results)}/{len(cases)}] {result.status} {case.id} ({result.seconds:.2f}s)",
-                             highlight=False)
+                stderr.print(
+                    f"[{len(results)}/{len(cases)}] {result.status} {case.id} ({result.seconds:.2f}s)",
+                    highlight=False,
+                )
             progress.advance(task)
     if results_file:
         results_file.finish()

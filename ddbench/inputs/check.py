@@ -41,7 +41,9 @@ def _check(x: VerifyInputs) -> None:
         if tuple(getattr(x, name).shape) != shape:
             raise InputError(f"shape {tuple(getattr(x, name).shape)}, expected {shape}", path=name)
     if x.k_buffer.dim() != 3 or x.k_buffer.shape[1:] != (1, HEAD_DIM_QK):
-        raise InputError(f"shape {tuple(x.k_buffer.shape)}, expected (pool, 1, {HEAD_DIM_QK})", path="k_buffer")
+        raise InputError(
+            f"shape {tuple(x.k_buffer.shape)}, expected (pool, 1, {HEAD_DIM_QK})", path="k_buffer"
+        )
     pool = x.k_buffer.shape[0]
     _indptr_ok("qo_indptr", x.qo_indptr, total_q, bs)
     _indptr_ok("kv_indptr", x.kv_indptr, x.kv_indices.numel(), bs)
@@ -49,15 +51,20 @@ def _check(x: VerifyInputs) -> None:
     prefixes = (x.kv_indptr[1:] - x.kv_indptr[:-1]).long().cpu()
     _indptr_ok("mask_indptr", x.mask_indptr, int((q_lens * (prefixes + q_lens)).sum()), bs)
     if x.custom_mask.numel() != int(x.mask_indptr[-1]):
-        raise InputError(f"has {x.custom_mask.numel()} entries, mask_indptr ends at {int(x.mask_indptr[-1])}",
-                         path="custom_mask")
+        raise InputError(
+            f"has {x.custom_mask.numel()} entries, mask_indptr ends at {int(x.mask_indptr[-1])}",
+            path="custom_mask",
+        )
     for name in ("kv_indices", "out_cache_loc"):
         idx = getattr(x, name)
         if idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= pool):
-            raise InputError(f"index out of range [0, {pool}): min {int(idx.min())}, max {int(idx.max())}",
-                             path=name)
+            raise InputError(
+                f"index out of range [0, {pool}): min {int(idx.min())}, max {int(idx.max())}", path=name
+            )
     if x.out_cache_loc.numel() != total_q:
-        raise InputError(f"has {x.out_cache_loc.numel()} slots for {total_q} draft tokens", path="out_cache_loc")
+        raise InputError(
+            f"has {x.out_cache_loc.numel()} slots for {total_q} draft tokens", path="out_cache_loc"
+        )
     used = torch.cat([x.kv_indices, x.out_cache_loc]).long()
     if not bool(torch.isfinite(x.k_buffer[used]).all()):
         raise InputError("a pool row the call reads holds NaN or Inf", path="k_buffer")
@@ -65,8 +72,10 @@ def _check(x: VerifyInputs) -> None:
         if not bool(torch.isfinite(getattr(x, name)).all()):
             raise InputError("holds NaN or Inf", path=name)
     if not torch.equal(x.k_buffer[x.out_cache_loc.long()], x.k_extend):
-        raise InputError("differs from the pool rows at out_cache_loc (the draft KV must be written first)",
-                         path="k_extend")
+        raise InputError(
+            "differs from the pool rows at out_cache_loc (the draft KV must be written first)",
+            path="k_extend",
+        )
     if not torch.equal(x.k_extend[..., :HEAD_DIM_V], x.v_extend):
         raise InputError("is not the latent part of k_extend", path="v_extend")
     if x.v_buffer.data_ptr() != x.k_buffer.data_ptr() or x.v_buffer.stride(0) != x.k_buffer.stride(0):

@@ -49,11 +49,13 @@ def generate_inputs(case: Case, device: torch.device | str = "cpu") -> VerifyInp
     total_q = bs * q_len
 
     slots, pool_rows = scatter_slots([p + q_len for p in prefixes], case.page_size, g)
-    prefix_slots = [s[:p] for s, p in zip(slots, prefixes)]
-    draft_slots = [s[p:] for s, p in zip(slots, prefixes)]
+    prefix_slots = [s[:p] for s, p in zip(slots, prefixes, strict=True)]
+    draft_slots = [s[p:] for s, p in zip(slots, prefixes, strict=True)]
 
     # Keys: per-channel gain on the latent part (like a normed latent with learned scales), rope part unit.
-    gain = torch.cat([torch.exp(0.4 * torch.randn(HEAD_DIM_V, generator=g)), torch.ones(HEAD_DIM_QK - HEAD_DIM_V)])
+    gain = torch.cat(
+        [torch.exp(0.4 * torch.randn(HEAD_DIM_V, generator=g)), torch.ones(HEAD_DIM_QK - HEAD_DIM_V)]
+    )
     n_tokens = sum(prefixes) + total_q
     keys = torch.randn(n_tokens, HEAD_DIM_QK, generator=g) * gain
 
@@ -78,7 +80,7 @@ def generate_inputs(case: Case, device: torch.device | str = "cpu") -> VerifyInp
 
     out_cache_loc = torch.cat(draft_slots).to(torch.int64)
     k_extend = k_buffer[out_cache_loc].clone()
-    custom_mask = torch.cat([_ancestor_rows(t, p).flatten() for t, p in zip(trees, prefixes)])
+    custom_mask = torch.cat([_ancestor_rows(t, p).flatten() for t, p in zip(trees, prefixes, strict=True)])
     mask_sizes = torch.tensor([q_len * (p + q_len) for p in prefixes])
 
     inputs = VerifyInputs(

@@ -14,8 +14,18 @@ POISON_BITS = {torch.bfloat16: 0x7FE5, torch.float16: 0x7E25, torch.float32: 0x7
 _INT_VIEW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
 
 TENSOR_FIELDS = (
-    "q_extend", "k_extend", "v_extend", "o_extend", "k_buffer", "v_buffer", "qo_indptr", "kv_indptr",
-    "kv_indices", "out_cache_loc", "custom_mask", "mask_indptr",
+    "q_extend",
+    "k_extend",
+    "v_extend",
+    "o_extend",
+    "k_buffer",
+    "v_buffer",
+    "qo_indptr",
+    "kv_indptr",
+    "kv_indices",
+    "out_cache_loc",
+    "custom_mask",
+    "mask_indptr",
 )
 
 

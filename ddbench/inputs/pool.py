@@ -21,7 +21,7 @@ def scatter_slots(
     total_pages = sum(pages_needed)
     pages = torch.randperm(total_pages, generator=generator) * 2 + 1
     out = []
-    for n, request_pages in zip(tokens_per_request, torch.split(pages, pages_needed)):
+    for n, request_pages in zip(tokens_per_request, torch.split(pages, pages_needed), strict=True):
         token = torch.arange(n)
         out.append(request_pages[token // page_size] * page_size + token % page_size)
     return out, (2 * total_pages + 2) * page_size

@@ -39,7 +39,7 @@ class ParityFigures:
 def _upper_quantile(values: torch.Tensor, q: float) -> float:
     if values.numel() == 0:
         return 0.0
-    k = max(1, min(values.numel(), int(round(q * values.numel()))))
+    k = max(1, min(values.numel(), round(q * values.numel())))
     return float(values.flatten().kthvalue(k).values)
 
 

@@ -40,7 +40,8 @@ def junit_xml(results: Sequence[CaseResult], suite_name: str = "ddbench") -> str
                     f = pair.figures
                     ET.SubElement(case, "system-out").text = (
                         f"max_row_ulp={f.max_row_ulp:.3f} mean_row_ulp={f.mean_row_ulp:.4f} "
-                        f"p999_ulp={f.p999_ulp:.1f} max_abs={f.max_abs:.3g} rel_l2={f.rel_l2:.3g}")
+                        f"p999_ulp={f.p999_ulp:.1f} max_abs={f.max_abs:.3g} rel_l2={f.rel_l2:.3g}"
+                    )
         for key, value in counts.items():
             suite.set(key, str(value))
     ET.indent(root)

@@ -12,7 +12,9 @@ from ddbench.runner.results import CaseResult
 
 
 def save_outputs(directory: str | Path, result: CaseResult) -> Path | None:
-    tensors = {name: run.output.contiguous().cpu() for name, run in result.runs.items() if run.output is not None}
+    tensors = {
+        name: run.output.contiguous().cpu() for name, run in result.runs.items() if run.output is not None
+    }
     if not tensors:
         return None
     path = Path(directory) / f"{result.case.id}.safetensors"

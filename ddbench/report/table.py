@@ -27,24 +27,64 @@ def cases_table(cases: Sequence[Case], title: str) -> Table:
         table.add_column(column, overflow="fold")
     for c in cases:
         tp = f"{c.layout.tp}" + (f" dp{c.layout.dp_attention}" if c.layout.dp_attention > 1 else "")
-        table.add_row(c.id, c.model.name, tp, str(c.heads_per_rank), str(c.batch_size), _prefix_text(c.prefix_lens),
-                      tree_label(c.tree), str(c.q_len), str(c.page_size), ",".join(c.tags))
+        table.add_row(
+            c.id,
+            c.model.name,
+            tp,
+            str(c.heads_per_rank),
+            str(c.batch_size),
+            _prefix_text(c.prefix_lens),
+            tree_label(c.tree),
+            str(c.q_len),
+            str(c.page_size),
+            ",".join(c.tags),
+        )
     return table
 
 
 def results_table(results: Sequence[CaseResult]) -> Table:
     table = Table(title="parity", title_justify="left")
-    for column in ("case", "pair", "max row ULP", "mean row ULP", "p99.9 ULP", "max abs", "rel L2", "time", "verdict"):
-        table.add_column(column, overflow="fold", justify="left" if column in ("case", "pair", "verdict") else "right")
+    for column in (
+        "case",
+        "pair",
+        "max row ULP",
+        "mean row ULP",
+        "p99.9 ULP",
+        "max abs",
+        "rel L2",
+        "time",
+        "verdict",
+    ):
+        table.add_column(
+            column, overflow="fold", justify="left" if column in ("case", "pair", "verdict") else "right"
+        )
     for r in results:
         times = " ".join(f"{name} {run.seconds:.2f}s" for name, run in r.runs.items())
         if r.error or not r.pairs:
-            table.add_row(r.case.id, "-", "", "", "", "", "", times, f"[{STYLE.get(r.status, '')}]{r.status}[/] "
-                          + (r.error or "no bound judged"))
+            table.add_row(
+                r.case.id,
+                "-",
+                "",
+                "",
+                "",
+                "",
+                "",
+                times,
+                f"[{STYLE.get(r.status, '')}]{r.status}[/] " + (r.error or "no bound judged"),
+            )
         for p in r.pairs:
             f = p.figures
-            figures = (f"{f.max_row_ulp:.2f}", f"{f.mean_row_ulp:.3f}", f"{f.p999_ulp:.1f}", f"{f.max_abs:.2e}",
-                       f"{f.rel_l2:.2e}") if f else ("",) * 5
+            figures = (
+                (
+                    f"{f.max_row_ulp:.2f}",
+                    f"{f.mean_row_ulp:.3f}",
+                    f"{f.p999_ulp:.1f}",
+                    f"{f.max_abs:.2e}",
+                    f"{f.rel_l2:.2e}",
+                )
+                if f
+                else ("",) * 5
+            )
             verdict = f"[{STYLE.get(p.verdict.status, '')}]{p.verdict.status}[/]"
             if p.verdict.reasons:
                 verdict += " " + "; ".join(p.verdict.reasons)

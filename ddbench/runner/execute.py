@@ -38,8 +38,12 @@ def _call(backend: Backend, inputs) -> BackendRun:
     seconds = time.perf_counter() - start
     if not isinstance(output, torch.Tensor) or tuple(output.shape) != tuple(inputs.o_extend.shape):
         shape = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
-        return BackendRun(backend.name, None, seconds,
-                          f"returned {shape}, expected a tensor of shape {tuple(inputs.o_extend.shape)}")
+        return BackendRun(
+            backend.name,
+            None,
+            seconds,
+            f"returned {shape}, expected a tensor of shape {tuple(inputs.o_extend.shape)}",
+        )
     # Keep a copy: the next backend reuses (and re-poisons) the shared output buffer.
     return BackendRun(backend.name, output.detach().clone(), seconds)
 
@@ -47,7 +51,9 @@ def _call(backend: Backend, inputs) -> BackendRun:
 def _judge_pairs(case: Case, runs: Mapping[str, BackendRun]) -> list[PairResult]:
     pairs = []
     for bound in case.parity:
-        candidates = [n for n in runs if bound.applies_to(n)] if bound.candidate == ANY_BACKEND else [bound.candidate]
+        candidates = (
+            [n for n in runs if bound.applies_to(n)] if bound.candidate == ANY_BACKEND else [bound.candidate]
+        )
         for name in candidates:
             cand, against = runs.get(name), runs.get(bound.against)
             if cand is None or against is None:
@@ -56,7 +62,11 @@ def _judge_pairs(case: Case, runs: Mapping[str, BackendRun]) -> list[PairResult]
                 pairs.append(PairResult(name, bound.against, bound, verdict))
             elif cand.error or against.error:
                 failed = cand if cand.error else against
-                pairs.append(PairResult(name, bound.against, bound, Verdict(ERROR, (f"{failed.name}: {failed.error}",))))
+                pairs.append(
+                    PairResult(
+                        name, bound.against, bound, Verdict(ERROR, (f"{failed.name}: {failed.error}",))
+                    )
+                )
             else:
                 figures = parity_figures(cand.output, against.output)
                 pairs.append(PairResult(name, bound.against, bound, judge(bound, figures, name), figures))

@@ -42,8 +42,8 @@ def _overlay(base: RawCase, values: dict[str, Any], path_of: dict[str, str]) -> 
 def _matrix_points(matrix: dict[str, list[Any]], at: str) -> Iterator[tuple[dict[str, Any], dict[str, str]]]:
     keys = list(matrix)
     for combo in itertools.product(*(enumerate(matrix[k]) for k in keys)):
-        values = {k: v for k, (_, v) in zip(keys, combo)}
-        paths = {k: f"{at}.{k}[{i}]" for k, (i, _) in zip(keys, combo)}
+        values = {k: v for k, (_, v) in zip(keys, combo, strict=True)}
+        paths = {k: f"{at}.{k}[{i}]" for k, (i, _) in zip(keys, combo, strict=True)}
         yield values, paths
 
 

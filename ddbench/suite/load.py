@@ -25,7 +25,9 @@ def read_json(path: Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise InputError(f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}", file=str(path)) from None
+        raise InputError(
+            f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}", file=str(path)
+        ) from None
 
 
 def parse_suite(document: Any, file: str) -> Suite:
@@ -40,15 +42,21 @@ def parse_suite(document: Any, file: str) -> Suite:
         if case is None:
             continue
         if case.id in first_seen:
-            errors.append(InputError(
-                f"case {case.id} repeats the workload of {first_seen[case.id]}; results are keyed by it",
-                file=file, path=raw.entry))
+            errors.append(
+                InputError(
+                    f"case {case.id} repeats the workload of {first_seen[case.id]}; results are keyed by it",
+                    file=file,
+                    path=raw.entry,
+                )
+            )
             continue
         first_seen[case.id] = raw.entry
         cases.append(case)
     if errors:
         raise SuiteInvalid(errors)
-    return Suite(name=document["name"], description=document.get("description", ""), path=file, cases=tuple(cases))
+    return Suite(
+        name=document["name"], description=document.get("description", ""), path=file, cases=tuple(cases)
+    )
 
 
 def load_suite(path: str | Path) -> Suite:

@@ -1,6 +1,6 @@
 """MLA model presets: local-head counts and the YaRN softmax scale.
 
-The scale is derived, not typed in: sm_scale = qk_head_dim^-0.5 * mscale^2 with qk_head_dim = 128 + 64 = 192 and
+Derived, not typed in: sm_scale = qk_head_dim^-0.5 * mscale^2 with qk_head_dim = 128 + 64 = 192 and
 mscale = 0.1 * mscale_all_dim * ln(rope_factor) + 1. Using 1/sqrt(576) (the absorbed width) is a classic bug.
 """
 

@@ -9,10 +9,10 @@ import random
 from typing import Any
 
 from ddbench.errors import InputError, TreeSpecError
+from ddbench.suite.expand import RawCase
 from ddbench.suite.ids import case_id
 from ddbench.suite.model import LIMIT_NAMES, Case, InputStyle, Layout, ModelSpec, ParityBound
 from ddbench.suite.presets import find_preset, preset_names
-from ddbench.suite.expand import RawCase
 from ddbench.trees import MAX_Q_LEN, build_tree, tree_q_len
 
 DEFAULT_PARITY = (
@@ -20,7 +20,13 @@ DEFAULT_PARITY = (
     # reference is that truth to well under a ULP.
     ParityBound("triton", "reference", (("max_row_ulp", 3.0), ("mean_row_ulp", 0.5), ("rel_l2", 0.01))),
 )
-FIELD_DEFAULTS: dict[str, Any] = {"batch_size": 1, "prefix": 0, "page_size": 1, "dtype": "bfloat16", "seed": 0}
+FIELD_DEFAULTS: dict[str, Any] = {
+    "batch_size": 1,
+    "prefix": 0,
+    "page_size": 1,
+    "dtype": "bfloat16",
+    "seed": 0,
+}
 
 
 class _Checker:
@@ -40,7 +46,9 @@ class _Checker:
 def _model(c: _Checker) -> ModelSpec | None:
     spec = c.value("model")
     if spec is None:
-        c.fail("model", "no model: name a preset (" + ", ".join(preset_names()) + ") or give heads and sm_scale")
+        c.fail(
+            "model", "no model: name a preset (" + ", ".join(preset_names()) + ") or give heads and sm_scale"
+        )
         return None
     if isinstance(spec, str):
         spec = {"preset": spec}
@@ -70,7 +78,7 @@ def _layout(c: _Checker, model: ModelSpec | None) -> Layout:
     elif model and model.heads % layout.attention_tp:
         c.fail(
             "layout",
-            f"{model.heads} heads of {model.name} do not divide over an attention TP of {layout.attention_tp}",
+            f"{model.heads} heads of {model.name} do not split over attention TP {layout.attention_tp}",
         )
     return layout
 
@@ -81,7 +89,9 @@ def _prefix_lens(c: _Checker, batch_size: int, seed: int) -> tuple[int, ...]:
         return (spec,) * batch_size
     if isinstance(spec, list):
         if len(spec) != batch_size:
-            c.fail("prefix", f"per-request prefix list has {len(spec)} entries but batch_size is {batch_size}")
+            c.fail(
+                "prefix", f"per-request prefix list has {len(spec)} entries but batch_size is {batch_size}"
+            )
         return tuple(spec)
     lo, hi = spec["min"], spec["max"]
     if lo > hi:
@@ -94,7 +104,7 @@ def _prefix_lens(c: _Checker, batch_size: int, seed: int) -> tuple[int, ...]:
 def _tree(c: _Checker, seed: int) -> tuple[dict[str, Any], int]:
     spec = c.value("tree")
     if spec is None:
-        c.fail("tree", "no tree: every case needs a tree spec (e.g. {\"kind\": \"ddtree\", \"budget\": 8})")
+        c.fail("tree", 'no tree: every case needs a tree spec (e.g. {"kind": "ddtree", "budget": 8})')
         return {}, 0
     try:
         q_len = tree_q_len(spec)
@@ -119,8 +129,11 @@ def _parity(c: _Checker) -> tuple[ParityBound, ...]:
         if spec["candidate"] == spec["against"]:
             c.fail("parity", f"bound {i} compares {spec['candidate']!r} with itself")
         if not limits:
-            c.fail("parity", f"bound {i} ({spec['candidate']} vs {spec['against']}) sets no limit; "
-                   f"give at least one of {', '.join(LIMIT_NAMES)}")
+            c.fail(
+                "parity",
+                f"bound {i} ({spec['candidate']} vs {spec['against']}) sets no limit; "
+                f"give at least one of {', '.join(LIMIT_NAMES)}",
+            )
         bounds.append(ParityBound(spec["candidate"], spec["against"], limits))
     return tuple(bounds)
 

@@ -49,7 +49,9 @@ def _explain(error: ValidationError) -> str:
 
 def schema_errors(document: Any, file: str) -> list[InputError]:
     validator = jsonschema.Draft202012Validator(suite_schema())
-    errors = sorted(validator.iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    errors = sorted(
+        validator.iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message)
+    )
     out: list[InputError] = []
     for error in errors:
         # Report the most specific failure under a branching keyword rather than "not valid under any".
