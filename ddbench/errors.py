@@ -8,6 +8,10 @@ class DdbenchError(Exception):
 
     exit_code = 2
 
+    @property
+    def message(self) -> str:
+        return str(self)
+
 
 class InputError(DdbenchError):
     """Bad input: a malformed suite, an impossible tree, a missing file (exit 2).

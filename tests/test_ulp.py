@@ -1,4 +1,5 @@
-"""bf16 ULP arithmetic: lattice distances at the edges of the format, spacing, float-reference and row-scaled ULPs.
+"""bf16 ULP arithmetic: lattice distances at the edges of the format, spacing, float-reference and
+row-scaled ULPs.
 
 Values are built from bit patterns so every edge (±0, subnormals, the normal/subnormal boundary, ±inf, NaN)
 is exact, and the lattice distance is cross-checked against an independent ranking of every bf16 value.
@@ -20,6 +21,12 @@ MIN_NORMAL = 0x0080  # 2^-126
 ONE, NEG_ONE = 0x3F80, 0xBF80
 MAX_FINITE, POS_INF, NEG_INF = 0x7F7F, 0x7F80, 0xFF80
 QNAN = 0x7FC0
+
+# ddbench/metrics/ulp.py bf16_spacing: torch.frexp(0) gives exponent 0, so the spacing at 0 comes out 2^-8
+# instead of the subnormal spacing 2^-133 the module promises. Strict: remove the marker once fixed.
+ZERO_SPACING_BUG = pytest.mark.xfail(
+    strict=True, reason="bf16_spacing(0) = 2^-8 (frexp(0) has exponent 0), should be 2^-133"
+)
 
 
 def bf(*bits: int) -> torch.Tensor:
@@ -158,8 +165,8 @@ def test_random_values_and_their_bit_neighbours_are_one_apart():
         (2.0**-127, 2.0**-133),  # subnormal
         (2.0**-133, 2.0**-133),  # smallest subnormal
         (1e-45, 2.0**-133),  # below the lattice
-        (0.0, 2.0**-133),
-        (-0.0, 2.0**-133),
+        pytest.param(0.0, 2.0**-133, marks=ZERO_SPACING_BUG),
+        pytest.param(-0.0, 2.0**-133, marks=ZERO_SPACING_BUG),
     ],
 )
 def test_bf16_spacing(value, spacing):
@@ -179,10 +186,19 @@ def test_spacing_is_the_gap_to_the_next_bf16_value():
 
 
 def test_ulps_vs_float_known_values():
-    r = torch.tensor([1.0, 1.0, 0.75, -2.0, 0.0, 2.0**-130], dtype=torch.float64)
-    a = torch.tensor([1.0 + 2**-7, 1.0, 0.75 - 3 * 2**-8, -2.0 - 2**-6, 2.0**-133, 2.0**-130 + 2**-132])
+    r = torch.tensor([1.0, 1.0, 0.75, -2.0, 2.0**-130], dtype=torch.float64)
+    a = torch.tensor([1.0 + 2**-7, 1.0, 0.75 - 3 * 2**-8, -2.0 - 2**-6, 2.0**-130 + 2**-132])
     got = ulps_vs_float(a.to(torch.bfloat16), r)
-    assert got.tolist() == [1.0, 0.0, 3.0, 1.0, 1.0, 2.0]
+    assert got.tolist() == [1.0, 0.0, 3.0, 1.0, 2.0]
+
+
+@ZERO_SPACING_BUG
+def test_ulps_vs_float_against_an_exact_zero_reference():
+    """A candidate of 2^-133 (one subnormal step) where the reference is exactly 0 is 1 ULP, and 0.004 is
+    a huge error, not one ULP."""
+    r = torch.zeros(2, dtype=torch.float64)
+    a = torch.tensor([2.0**-133, 2.0**-8], dtype=torch.float64)
+    assert ulps_vs_float(a, r).tolist() == [1.0, 2.0**125]
 
 
 def test_ulps_vs_float_fractional_reference():
@@ -228,6 +244,7 @@ def test_row_scaled_ulps_ignore_nonfinite_reference_for_the_scale():
     assert math.isnan(float(got[0, 0]))
 
 
+@ZERO_SPACING_BUG
 def test_row_scaled_ulps_on_a_zero_row_use_the_subnormal_spacing():
     r = torch.zeros(1, 4, dtype=torch.float64)
     a = r.clone()

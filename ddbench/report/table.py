@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.markup import escape
 from rich.table import Table
 
-from ddbench.metrics import ERROR, FAIL, PASS
+from ddbench.metrics import ERROR, FAIL, PASS, SKIPPED
 from ddbench.runner.results import CaseResult
 from ddbench.suite.model import Case
 from ddbench.trees import tree_label
 
-STYLE = {PASS: "green", FAIL: "bold red", ERROR: "bold magenta"}
+STYLE = {PASS: "green", FAIL: "bold red", ERROR: "bold magenta", SKIPPED: "dim"}
+
+
+def _status(status: str, detail: str = "") -> str:
+    return f"[{STYLE[status]}]{status}[/]" + (f" {escape(detail)}" if detail else "")
 
 
 def _prefix_text(prefix_lens: tuple[int, ...]) -> str:
@@ -44,34 +49,16 @@ def cases_table(cases: Sequence[Case], title: str) -> Table:
 
 def results_table(results: Sequence[CaseResult]) -> Table:
     table = Table(title="parity", title_justify="left")
-    for column in (
-        "case",
-        "pair",
-        "max row ULP",
-        "mean row ULP",
-        "p99.9 ULP",
-        "max abs",
-        "rel L2",
-        "time",
-        "verdict",
-    ):
-        table.add_column(
-            column, overflow="fold", justify="left" if column in ("case", "pair", "verdict") else "right"
-        )
+    table.add_column("case", no_wrap=True)
+    table.add_column("pair", no_wrap=True)
+    for column in ("max row ULP", "mean row ULP", "p99.9 ULP", "max abs", "rel L2"):
+        table.add_column(column, justify="right")
+    table.add_column("time")
+    table.add_column("verdict", overflow="fold")
     for r in results:
         times = " ".join(f"{name} {run.seconds:.2f}s" for name, run in r.runs.items())
         if r.error or not r.pairs:
-            table.add_row(
-                r.case.id,
-                "-",
-                "",
-                "",
-                "",
-                "",
-                "",
-                times,
-                f"[{STYLE.get(r.status, '')}]{r.status}[/] " + (r.error or "no bound judged"),
-            )
+            table.add_row(r.case.id, "-", *[""] * 5, times, _status(r.status, r.error or "no bound judged"))
         for p in r.pairs:
             f = p.figures
             figures = (
@@ -85,8 +72,6 @@ def results_table(results: Sequence[CaseResult]) -> Table:
                 if f
                 else ("",) * 5
             )
-            verdict = f"[{STYLE.get(p.verdict.status, '')}]{p.verdict.status}[/]"
-            if p.verdict.reasons:
-                verdict += " " + "; ".join(p.verdict.reasons)
+            verdict = _status(p.verdict.status, "; ".join(p.verdict.reasons))
             table.add_row(r.case.id, f"{p.candidate} vs {p.against}", *figures, times, verdict)
     return table

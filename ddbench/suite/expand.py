@@ -23,6 +23,12 @@ class RawCase:
     def origin(self, field: str) -> str:
         return self.origins.get(field, self.entry)
 
+    @property
+    def where(self) -> str:
+        """The entry, narrowed to its matrix point: `cases[0].matrix.tree[1]`, or several joined by +."""
+        points = [path for path in self.origins.values() if ".matrix." in path or path.startswith("matrix.")]
+        return " + ".join(sorted(points)) or self.entry
+
 
 def _overlay(base: RawCase, values: dict[str, Any], path_of: dict[str, str]) -> RawCase:
     fields, origins = dict(base.fields), dict(base.origins)

@@ -46,14 +46,16 @@ def parse_suite(document: Any, file: str) -> Suite:
                 InputError(
                     f"case {case.id} repeats the workload of {first_seen[case.id]}; results are keyed by it",
                     file=file,
-                    path=raw.entry,
+                    path=raw.where,
                 )
             )
             continue
-        first_seen[case.id] = raw.entry
+        first_seen[case.id] = raw.where
         cases.append(case)
     if errors:
-        raise SuiteInvalid(errors)
+        # A bad default fails every case it reaches; say it once.
+        unique = {(e.path, e.reason): e for e in errors}
+        raise SuiteInvalid(list(unique.values()))
     return Suite(
         name=document["name"], description=document.get("description", ""), path=file, cases=tuple(cases)
     )

@@ -28,23 +28,55 @@ def json_path(parts: Any) -> str:
     return out or "(top level)"
 
 
-def _explain(error: ValidationError) -> str:
-    """Say what was expected in words a suite author reads, not the schema's internals."""
+_JSON_TYPE = {dict: "object", list: "array", str: "string", bool: "boolean", int: "integer", float: "number"}
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else _JSON_TYPE.get(type(value), type(value).__name__)
+
+
+def _branch_leaf(error: ValidationError) -> ValidationError | str:
+    """Under oneOf/anyOf: the branch meant for this kind of value, or a sentence naming the accepted kinds."""
+    branches: dict[int, list[ValidationError]] = {}
+    for sub in error.context or ():
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+    if all(sub.validator == "required" for sub in error.context or ()):
+        needed = sorted({sub.message.split("'")[1] for sub in error.context})
+        return "needs one of the fields " + ", ".join(repr(n) for n in needed)
+    # A branch whose only complaint is the value's type was meant for another kind of value.
+    fitting = [
+        subs for subs in branches.values() if not any(s.validator == "type" and not s.path for s in subs)
+    ]
+    if len(fitting) == 1:
+        return best_match(fitting[0])
+    kinds = sorted(
+        {str(s.validator_value) for s in error.context or () if s.validator == "type" and not s.path}
+    )
+    return f"expected {' or '.join(kinds) or 'another form'}, got {_type_name(error.instance)}"
+
+
+def _explain(error: ValidationError) -> tuple[ValidationError, str] | None:
+    """The error to point at and what to say, in words a suite author reads; None for an echo of another."""
     if error.validator in ("oneOf", "anyOf") and error.context:
-        deepest = best_match(error.context)
-        if deepest.validator not in ("type",) or len(error.context) == 1:
-            return _explain(deepest)
-        return f"{error.instance!r} is not any of the accepted forms"
+        leaf = _branch_leaf(error)
+        return (error, leaf) if isinstance(leaf, str) else _explain(leaf)
     if error.validator in ("additionalProperties", "unevaluatedProperties"):
-        known = sorted(error.schema.get("properties", {}))
-        if error.validator == "unevaluatedProperties":
-            known = sorted({*known, *suite_schema()["$defs"]["case_fields"]["properties"]})
+        known = sorted(
+            {*error.schema.get("properties", {}), *suite_schema()["$defs"]["case_fields"]["properties"]}
+        )
+        if error.validator == "additionalProperties":
+            known = sorted(error.schema.get("properties", {}))
         unknown = sorted(set(error.instance) - set(known)) if isinstance(error.instance, dict) else []
-        return f"unknown field {', '.join(map(repr, unknown))}; known fields: {', '.join(known)}"
+        if not unknown:
+            return None  # unevaluatedProperties repeating a nested failure: that failure is reported itself
+        return error, f"unknown field {', '.join(map(repr, unknown))}; known fields: {', '.join(known)}"
     if error.validator == "enum":
         allowed = ", ".join(json.dumps(v) for v in error.validator_value)
-        return f"{json.dumps(error.instance)} is not one of {allowed}"
-    return error.message
+        return error, f"{json.dumps(error.instance)} is not one of {allowed}"
+    if error.validator in ("maxItems", "minItems"):
+        bound = "at most" if error.validator == "maxItems" else "at least"
+        return error, f"has {len(error.instance)} items; expected {bound} {error.validator_value}"
+    return error, error.message
 
 
 def schema_errors(document: Any, file: str) -> list[InputError]:
@@ -54,7 +86,8 @@ def schema_errors(document: Any, file: str) -> list[InputError]:
     )
     out: list[InputError] = []
     for error in errors:
-        # Report the most specific failure under a branching keyword rather than "not valid under any".
-        leaf = best_match([error]) if not error.context else error
-        out.append(InputError(_explain(leaf), file=file, path=json_path(leaf.absolute_path)))
+        explained = _explain(error)
+        if explained is not None:
+            leaf, reason = explained
+            out.append(InputError(reason, file=file, path=json_path(leaf.absolute_path)))
     return out

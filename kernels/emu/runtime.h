@@ -1,0 +1,151 @@
+// ddk emulation runtime: executes kernels written against <ddk/primitives.h> on the host.
+//
+// Model (see DESIGN.md §5 and kernels/include/ddk/primitives.h):
+//   * blocks of a grid run one after another on each worker OS thread (default one worker: the
+//     caller's thread; `LaunchOptions::workers` or the DDK_EMU_WORKERS environment variable for more);
+//   * the threads of a block are cooperative fibers (hand-written x86-64 context switch; ucontext
+//     elsewhere or with -DDDK_EMU_UCONTEXT) that run until they block at a rendezvous or exit;
+//   * warp collectives (shfl, mma, ldmatrix) are rendezvous of the 32 lanes of a warp at the same
+//     primitive AND the same call site; sync_block is a rendezvous of every thread of the block;
+//   * cp.async copies are queued per thread and performed only when a wait releases their group;
+//   * divergence, deadlock, out-of-range shared-memory accesses, a bad launch configuration or an
+//     exception escaping the kernel stop the launch and come back as a Status (code + message).
+//
+// The launch entry point is `ddk::emu::launch(kernel, grid, block_x, smem_bytes, args...)` where
+// `kernel` is a plain function `void kernel(P...)` (P by value or by const reference); the arguments
+// are converted to P once and shared (read-only) by all threads, like kernel parameters on a GPU.
+// The implementation lives in kernels/emu/runtime.cpp, which must be linked into the same shared
+// library (ddbench.kernel.build.build_emulation_library adds it).
+#pragma once
+
+#if !defined(DDK_EMULATE)
+#error "kernels/emu/runtime.h is the host emulation runtime: compile with -DDDK_EMULATE"
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <source_location>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace ddk::emu {
+
+using Site = std::source_location;
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr Dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+// Status codes of a launch. 0 is success; every other code comes with a message.
+enum StatusCode : int {
+  kOk = 0,
+  kInvalidLaunch = 1,    // grid/block/shared-memory configuration rejected before running anything
+  kDivergence = 2,       // deadlock: a warp collective or sync_block that not every thread reached
+  kMemoryError = 3,      // ldmatrix / cp.async address outside the block's shared memory, misaligned,
+                         // or a write detected past either end of the shared-memory buffer
+  kKernelException = 4,  // a C++ exception escaped the kernel function
+  kInternal = 5,         // the emulator itself failed (e.g. could not allocate fiber stacks)
+};
+
+struct Status {
+  int code = kOk;
+  std::string message;
+  bool ok() const { return code == kOk; }
+};
+
+struct LaunchOptions {
+  int workers = 0;  // OS threads running blocks; 0: DDK_EMU_WORKERS if set, else 1
+};
+
+// Copies `status.message` (NUL-terminated, truncated to fit) into buf when buf && len > 0 and
+// returns status.code: the usual tail of an extern "C" wrapper around a launch.
+int copy_status(const Status& status, char* buf, std::size_t len);
+
+namespace detail {
+
+// The per-thread state that primitives read directly. First member of the runtime's fiber record.
+struct ThreadView {
+  unsigned tid = 0, lane = 0, warp = 0;
+  unsigned bx = 0, by = 0, bz = 0;
+  unsigned block_dim = 0;
+  unsigned gx = 1, gy = 1, gz = 1;
+  char* smem = nullptr;
+};
+
+inline thread_local ThreadView* tl_view = nullptr;
+
+[[noreturn]] void outside_launch(const char* what);
+
+inline ThreadView& view(const char* what) {
+  ThreadView* v = tl_view;
+  if (v == nullptr) outside_launch(what);
+  return *v;
+}
+
+enum class Coll : std::uint8_t {
+  None = 0,
+  ShflXor,
+  Mma,
+  LdmX4,
+  LdmX4Trans,
+  LdmX2,
+  LdmX2Trans,
+  SyncBlock,
+};
+
+// What one lane hands to a warp collective: pointers into its own (suspended) stack.
+struct LaneArgs {
+  const void* in0 = nullptr;
+  const void* in1 = nullptr;
+  const void* in2 = nullptr;
+  void* out = nullptr;
+  std::uint32_t u = 0;
+};
+
+void warp_collective(Coll kind, const LaneArgs& args, const Site& site);
+void sync_block(const Site& site);
+void cp_async_16(void* smem_dst, const void* gmem_src, bool valid, const Site& site);
+void cp_async_commit();
+void cp_async_wait(int n, const Site& site);
+void cp_async_wait_all(const Site& site);
+
+using KernelThunk = void (*)(const void* args);
+Status launch_erased(KernelThunk thunk, const void* args, Dim3 grid, unsigned block_x,
+                     std::size_t smem_bytes, const LaunchOptions& options);
+
+template <class... P>
+struct KernelPack {
+  void (*fn)(P...);
+  std::tuple<std::remove_cvref_t<P>...> args;
+
+  static void thunk(const void* self) {
+    auto* pack = static_cast<const KernelPack*>(self);
+    std::apply([pack](const auto&... a) { pack->fn(a...); }, pack->args);
+  }
+};
+
+}  // namespace detail
+
+// Runs kernel over the grid with `block_x` threads per block (a multiple of 32, at most 1024) and
+// `smem_bytes` of dynamic shared memory per block (at most 101,376). Never throws for kernel-side
+// problems: they come back in the Status.
+template <class... P, class... A>
+Status launch_with(const LaunchOptions& options, void (*kernel)(P...), Dim3 grid, unsigned block_x,
+                   std::size_t smem_bytes, A&&... args) {
+  static_assert(sizeof...(P) == sizeof...(A), "launch: argument count does not match the kernel");
+  detail::KernelPack<P...> pack{kernel, std::tuple<std::remove_cvref_t<P>...>(std::forward<A>(args)...)};
+  return detail::launch_erased(&detail::KernelPack<P...>::thunk, &pack, grid, block_x, smem_bytes, options);
+}
+
+template <class... P, class... A>
+Status launch(void (*kernel)(P...), Dim3 grid, unsigned block_x, std::size_t smem_bytes, A&&... args) {
+  return launch_with(LaunchOptions{}, kernel, grid, block_x, smem_bytes, std::forward<A>(args)...);
+}
+
+// Timing helpers for the self-measurements (probes); not needed by kernels.
+double measure_switch_ns(int rounds);
+
+}  // namespace ddk::emu

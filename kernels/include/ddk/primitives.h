@@ -1,0 +1,275 @@
+// ddk device primitives: the one header kernel source is written against.
+//
+// The same kernel source compiles
+//   * with nvcc for the GPU (sm_80, sm_89, sm_90, sm_120): every primitive is inline PTX or a CUDA
+//     intrinsic, using only mma.sync m16n8k16 (bf16 in, fp32 accumulate), ldmatrix, cp.async and warp
+//     shuffles; or
+//   * with g++ -std=c++20 -DDDK_EMULATE for the host emulation (kernels/emu/): indices, shared memory,
+//     barriers and warp collectives go through the emulation runtime, whose warp collectives rebuild
+//     the warp-wide operands from the per-lane fragments with the PTX ISA layouts.
+//
+// Fragment layouts (PTX ISA 8.7, section "Warp Level Matrix Multiply-Accumulate Instructions",
+// subsection "Matrix Fragments for mma.m16n8k16 with floating point type", and the "ldmatrix"
+// instruction description, "Warp-level matrix load instruction: ldmatrix"):
+//   groupID = lane >> 2, threadID_in_group = lane % 4 (g and t below);
+//   A (16x16, .row): a[0] = {A[g][2t], A[g][2t+1]},   a[1] = {A[g+8][2t], A[g+8][2t+1]},
+//                    a[2] = {A[g][2t+8], A[g][2t+9]}, a[3] = {A[g+8][2t+8], A[g+8][2t+9]};
+//   B (16x8, .col):  b[0] = {B[2t][g], B[2t+1][g]},   b[1] = {B[2t+8][g], B[2t+9][g]};
+//   C, D (16x8 f32): c[0] = C[g][2t], c[1] = C[g][2t+1], c[2] = C[g+8][2t], c[3] = C[g+8][2t+1];
+//   a .b32 register {x, y} holds x in its lower 16 bits (the lower column / row index);
+//   ldmatrix .m8n8 .b16: lane l supplies the address of row l%8 of matrix l/8 (x2: lanes 0-15 are
+//   used); register i of lane l receives row l/4, columns 2(l%4) and 2(l%4)+1 of matrix i (of its
+//   transpose with .trans).
+//
+// API (namespace ddk). In the emulation the collectives and barriers take a trailing defaulted
+// std::source_location so divergence reports can name call sites; kernel code never passes it.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if defined(DDK_EMULATE)
+// ------------------------------------------------------------------------------------------------
+// Host emulation
+// ------------------------------------------------------------------------------------------------
+#include "../../emu/runtime.h"
+
+#define DDK_DEVICE inline
+#define DDK_GLOBAL
+#define DDK_HOST_DEVICE inline
+
+#elif defined(__CUDACC__)
+// ------------------------------------------------------------------------------------------------
+// CUDA
+// ------------------------------------------------------------------------------------------------
+#include <cuda_runtime.h>
+
+#define DDK_DEVICE __device__ __forceinline__
+#define DDK_GLOBAL __global__
+#define DDK_HOST_DEVICE __host__ __device__ __forceinline__
+
+#else
+#error "ddk/primitives.h: compile with nvcc, or define DDK_EMULATE for the host emulation"
+#endif
+
+namespace ddk {
+
+// ---------------------------------------------------------------- pure helpers (both worlds) ----
+
+DDK_HOST_DEVICE std::uint32_t float_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+#endif
+}
+
+DDK_HOST_DEVICE float bits_float(std::uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+#endif
+}
+
+// fp32 -> bf16, round to nearest even; a NaN stays a NaN (quiet). On the device this is
+// cvt.rn.bf16.f32, whose NaN result is the canonical NaN; on the host the sign and the upper payload
+// bits are kept and the quiet bit is set. Every non-NaN input gives the same bits on both.
+DDK_HOST_DEVICE std::uint16_t float_to_bf16(float f) {
+#if defined(__CUDA_ARCH__)
+  std::uint16_t h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
+  const std::uint32_t u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
+  const std::uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(rounded >> 16);
+#endif
+}
+
+DDK_HOST_DEVICE float bf16_to_float(std::uint16_t h) { return bits_float(static_cast<std::uint32_t>(h) << 16); }
+
+// Two floats -> one .b32 register of two bf16: `lo` in bits 0-15, `hi` in bits 16-31.
+DDK_HOST_DEVICE std::uint32_t pack_bf16x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  std::uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return static_cast<std::uint32_t>(float_to_bf16(lo)) | (static_cast<std::uint32_t>(float_to_bf16(hi)) << 16);
+#endif
+}
+
+DDK_HOST_DEVICE float fast_exp2(float x) {
+#if defined(__CUDA_ARCH__)
+  return exp2f(x);
+#else
+  return std::exp2(x);
+#endif
+}
+
+#if defined(DDK_EMULATE)
+// ================================================================ host emulation primitives ======
+
+using emu::Site;
+
+DDK_DEVICE unsigned thread_idx_x() { return emu::detail::view("thread_idx_x").tid; }
+DDK_DEVICE unsigned block_idx_x() { return emu::detail::view("block_idx_x").bx; }
+DDK_DEVICE unsigned block_idx_y() { return emu::detail::view("block_idx_y").by; }
+DDK_DEVICE unsigned block_idx_z() { return emu::detail::view("block_idx_z").bz; }
+DDK_DEVICE unsigned block_dim_x() { return emu::detail::view("block_dim_x").block_dim; }
+DDK_DEVICE unsigned grid_dim_x() { return emu::detail::view("grid_dim_x").gx; }
+DDK_DEVICE unsigned grid_dim_y() { return emu::detail::view("grid_dim_y").gy; }
+DDK_DEVICE unsigned grid_dim_z() { return emu::detail::view("grid_dim_z").gz; }
+DDK_DEVICE unsigned lane_id() { return emu::detail::view("lane_id").lane; }
+DDK_DEVICE unsigned warp_id() { return emu::detail::view("warp_id").warp; }
+
+// The block's dynamic shared memory: 128-byte aligned, filled with 0xCD at the start of every block.
+DDK_DEVICE char* dynamic_smem() { return emu::detail::view("dynamic_smem").smem; }
+
+DDK_DEVICE void sync_block(Site site = Site::current()) { emu::detail::sync_block(site); }
+
+DDK_DEVICE float shfl_xor(float v, int lane_mask, Site site = Site::current()) {
+  float r;
+  emu::detail::warp_collective(emu::detail::Coll::ShflXor,
+                               {&v, nullptr, nullptr, &r, static_cast<std::uint32_t>(lane_mask)}, site);
+  return r;
+}
+
+DDK_DEVICE int shfl_xor(int v, int lane_mask, Site site = Site::current()) {
+  int r;
+  emu::detail::warp_collective(emu::detail::Coll::ShflXor,
+                               {&v, nullptr, nullptr, &r, static_cast<std::uint32_t>(lane_mask)}, site);
+  return r;
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: d = A·B + C; d may alias c.
+DDK_DEVICE void mma_bf16_m16n8k16(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],
+                                  const float (&c)[4], Site site = Site::current()) {
+  emu::detail::warp_collective(emu::detail::Coll::Mma, {a, b, c, d, 0u}, site);
+}
+
+DDK_DEVICE void ldmatrix_x4(std::uint32_t (&r)[4], const void* smem_row_ptr, Site site = Site::current()) {
+  emu::detail::warp_collective(emu::detail::Coll::LdmX4, {smem_row_ptr, nullptr, nullptr, r, 0u}, site);
+}
+
+DDK_DEVICE void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* smem_row_ptr, Site site = Site::current()) {
+  emu::detail::warp_collective(emu::detail::Coll::LdmX4Trans, {smem_row_ptr, nullptr, nullptr, r, 0u}, site);
+}
+
+DDK_DEVICE void ldmatrix_x2(std::uint32_t (&r)[2], const void* smem_row_ptr, Site site = Site::current()) {
+  emu::detail::warp_collective(emu::detail::Coll::LdmX2, {smem_row_ptr, nullptr, nullptr, r, 0u}, site);
+}
+
+DDK_DEVICE void ldmatrix_x2_trans(std::uint32_t (&r)[2], const void* smem_row_ptr, Site site = Site::current()) {
+  emu::detail::warp_collective(emu::detail::Coll::LdmX2Trans, {smem_row_ptr, nullptr, nullptr, r, 0u}, site);
+}
+
+// cp.async.cg.shared.global, 16 bytes; when !valid the 16 bytes are zero-filled and gmem_src is not
+// read. The copy is queued and happens when a later wait releases its commit group.
+DDK_DEVICE void cp_async_16(void* smem_dst, const void* gmem_src, bool valid, Site site = Site::current()) {
+  emu::detail::cp_async_16(smem_dst, gmem_src, valid, site);
+}
+
+DDK_DEVICE void cp_async_commit() { emu::detail::cp_async_commit(); }
+
+// cp.async.wait_group N: every committed group but the newest N is complete on return.
+template <int N>
+DDK_DEVICE void cp_async_wait(Site site = Site::current()) {
+  static_assert(N >= 0, "cp_async_wait<N>: N must be >= 0");
+  emu::detail::cp_async_wait(N, site);
+}
+
+// cp.async.wait_all: commits the pending copies, then waits for every group.
+DDK_DEVICE void cp_async_wait_all(Site site = Site::current()) { emu::detail::cp_async_wait_all(site); }
+
+#else
+// ================================================================ CUDA primitives ===============
+
+DDK_DEVICE unsigned thread_idx_x() { return threadIdx.x; }
+DDK_DEVICE unsigned block_idx_x() { return blockIdx.x; }
+DDK_DEVICE unsigned block_idx_y() { return blockIdx.y; }
+DDK_DEVICE unsigned block_idx_z() { return blockIdx.z; }
+DDK_DEVICE unsigned block_dim_x() { return blockDim.x; }
+DDK_DEVICE unsigned grid_dim_x() { return gridDim.x; }
+DDK_DEVICE unsigned grid_dim_y() { return gridDim.y; }
+DDK_DEVICE unsigned grid_dim_z() { return gridDim.z; }
+DDK_DEVICE unsigned lane_id() { return threadIdx.x & 31u; }
+DDK_DEVICE unsigned warp_id() { return threadIdx.x >> 5; }
+
+DDK_DEVICE char* dynamic_smem() {
+  extern __shared__ __align__(128) char ddk_dynamic_smem[];
+  return ddk_dynamic_smem;
+}
+
+DDK_DEVICE void sync_block() { __syncthreads(); }
+
+DDK_DEVICE float shfl_xor(float v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }
+DDK_DEVICE int shfl_xor(int v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }
+
+DDK_DEVICE void mma_bf16_m16n8k16(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],
+                                  const float (&c)[4]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\n"
+      : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
+        "f"(c[3]));
+}
+
+DDK_DEVICE std::uint32_t smem_addr(const void* p) { return static_cast<std::uint32_t>(__cvta_generic_to_shared(p)); }
+
+DDK_DEVICE void ldmatrix_x4(std::uint32_t (&r)[4], const void* smem_row_ptr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(smem_row_ptr))
+               : "memory");
+}
+
+DDK_DEVICE void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* smem_row_ptr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(smem_row_ptr))
+               : "memory");
+}
+
+DDK_DEVICE void ldmatrix_x2(std::uint32_t (&r)[2], const void* smem_row_ptr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_addr(smem_row_ptr))
+               : "memory");
+}
+
+DDK_DEVICE void ldmatrix_x2_trans(std::uint32_t (&r)[2], const void* smem_row_ptr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_addr(smem_row_ptr))
+               : "memory");
+}
+
+DDK_DEVICE void cp_async_16(void* smem_dst, const void* gmem_src, bool valid) {
+  const int src_size = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem_dst)), "l"(gmem_src),
+               "r"(src_size)
+               : "memory");
+}
+
+DDK_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int N>
+DDK_DEVICE void cp_async_wait() {
+  static_assert(N >= 0, "cp_async_wait<N>: N must be >= 0");
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+DDK_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+#endif
+
+}  // namespace ddk

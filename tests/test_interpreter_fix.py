@@ -1,0 +1,139 @@
+"""The scoped fix for Triton's interpreter multiplying raw bf16 bit patterns in `tl.dot` (triton#11584).
+
+The kernel runs in a subprocess with TRITON_INTERPRET=1: `triton.jit` reads the variable when it decorates,
+and setting it in this process would also send every later Triton kernel (SGLang's, on a GPU machine) to the
+interpreter. The subprocess measures the same bf16 dot without the fix, inside it, and after it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from ddbench.backends.interpreter_fix import UPSTREAM_ISSUE, _widen_bf16, bf16_dot_fixed
+
+triton = pytest.importorskip("triton")
+from triton.runtime import interpreter  # noqa: E402
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, os
+    assert os.environ.get("TRITON_INTERPRET") == "1"
+    import torch
+    import triton
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    from ddbench.backends.interpreter_fix import bf16_dot_fixed
+
+    @triton.jit
+    def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+        rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+        b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+
+    def rel_error(dtype, seed):
+        g = torch.Generator().manual_seed(seed)
+        a = (torch.randn(16, 32, generator=g) * 0.7).to(dtype)
+        b = (torch.randn(32, 16, generator=g) * 1.3).to(dtype)
+        c = torch.full((16, 16), float("nan"))
+        dot_kernel[(1,)](a, b, c, 16, 16, 32)
+        expected = a.double() @ b.double()
+        if not bool(c.isfinite().all()):
+            return float("inf")
+        return float((c.double() - expected).abs().max() / expected.abs().max())
+
+    original = interpreter.InterpreterBuilder.create_dot
+    out = {"triton": triton.__version__}
+    out["bf16_without_fix"] = rel_error(torch.bfloat16, 1)
+    out["fp16_without_fix"] = rel_error(torch.float16, 2)
+    with bf16_dot_fixed():
+        out["patched_inside"] = interpreter.InterpreterBuilder.create_dot is not original
+        out["bf16_with_fix"] = [rel_error(torch.bfloat16, s) for s in (3, 4, 5)]
+        out["fp16_with_fix"] = rel_error(torch.float16, 6)
+    out["restored"] = interpreter.InterpreterBuilder.create_dot is original
+    out["bf16_after_fix"] = rel_error(torch.bfloat16, 7)
+    print("RESULT " + json.dumps(out))
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def measured() -> dict:
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, f"interpreter subprocess failed:\n{proc.stdout}\n{proc.stderr}"
+    (line,) = [s for s in proc.stdout.splitlines() if s.startswith("RESULT ")]
+    return json.loads(line.removeprefix("RESULT "))
+
+
+def test_bf16_dot_is_wrong_without_the_fix(measured):
+    assert measured["bf16_without_fix"] > 0.5, (
+        f"Triton {measured['triton']}'s interpreter now computes a bf16 tl.dot correctly without "
+        f"ddbench's fix (relative error {measured['bf16_without_fix']:.2e}): "
+        f"upstream {UPSTREAM_ISSUE} looks fixed. "
+        "Confirm it upstream, then drop the workaround in ddbench/backends/interpreter_fix.py (keep it for "
+        "older Triton versions) and turn this test around."
+    )
+
+
+def test_fp16_dot_needs_no_fix(measured):
+    assert measured["fp16_without_fix"] < 1e-5
+    assert measured["fp16_with_fix"] < 1e-5  # and the fix leaves fp16 alone
+
+
+def test_bf16_dot_matches_torch_with_the_fix(measured):
+    # fp32 accumulation of exact bf16 products: far inside one bf16 ULP (2^-8 relative)
+    assert measured["patched_inside"]
+    assert max(measured["bf16_with_fix"]) < 1e-5, measured["bf16_with_fix"]
+
+
+def test_the_fix_is_scoped(measured):
+    assert measured["restored"]
+    assert measured["bf16_after_fix"] > 0.5  # wrong again once the context exits
+
+
+# ---------------------------------------------------------------- in-process: the patch itself
+
+
+def test_context_restores_create_dot_on_exit_and_on_error():
+    original = interpreter.InterpreterBuilder.create_dot
+    with bf16_dot_fixed():
+        assert interpreter.InterpreterBuilder.create_dot is not original
+    assert interpreter.InterpreterBuilder.create_dot is original
+    with pytest.raises(ZeroDivisionError), bf16_dot_fixed():
+        1 / 0  # noqa: B018
+    assert interpreter.InterpreterBuilder.create_dot is original
+
+
+def test_nested_contexts_restore_in_order():
+    original = interpreter.InterpreterBuilder.create_dot
+    with bf16_dot_fixed():
+        outer = interpreter.InterpreterBuilder.create_dot
+        with bf16_dot_fixed():
+            assert interpreter.InterpreterBuilder.create_dot is not outer
+        assert interpreter.InterpreterBuilder.create_dot is outer
+    assert interpreter.InterpreterBuilder.create_dot is original
+
+
+def test_widen_bf16_recovers_the_encoded_values():
+    import triton.language as tl
+
+    g = torch.Generator().manual_seed(0)
+    values = torch.randn(6, 5, generator=g).to(torch.bfloat16)
+    raw = values.view(torch.int16).numpy().view(np.uint16)  # how the interpreter stores bf16
+    widened = _widen_bf16(interpreter.TensorHandle(raw, tl.bfloat16), interpreter, tl)
+    assert widened.dtype == tl.float32
+    assert widened.data.dtype == np.float32
+    assert np.array_equal(widened.data, values.float().numpy())
+    other = interpreter.TensorHandle(np.ones((2, 2), dtype=np.float16), tl.float16)
+    assert _widen_bf16(other, interpreter, tl) is other
