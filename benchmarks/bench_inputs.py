@@ -24,14 +24,29 @@ from ddbench.suite import Case, parse_suite
 
 SHAPES = {
     # Kimi K2.x, TP8 (8 local heads), one request, the real port's validation case: DDTree budget 8, q_len 9
-    "kimi-tp8-bs1-p21-ddtree8": {"model": "kimi-k2.6", "layout": {"tp": 8}, "batch_size": 1, "prefix": 21,
-                                 "tree": {"kind": "ddtree", "budget": 8}},
+    "kimi-tp8-bs1-p21-ddtree8": {
+        "model": "kimi-k2.6",
+        "layout": {"tp": 8},
+        "batch_size": 1,
+        "prefix": 21,
+        "tree": {"kind": "ddtree", "budget": 8},
+    },
     # Kimi K2.x, TP8, four requests with a 1k prefix, DDTree budget 32 (q_len 33)
-    "kimi-tp8-bs4-p1024-ddtree32": {"model": "kimi-k2.6", "layout": {"tp": 8}, "batch_size": 4,
-                                    "prefix": 1024, "tree": {"kind": "ddtree", "budget": 32}},
+    "kimi-tp8-bs4-p1024-ddtree32": {
+        "model": "kimi-k2.6",
+        "layout": {"tp": 8},
+        "batch_size": 4,
+        "prefix": 1024,
+        "tree": {"kind": "ddtree", "budget": 32},
+    },
     # DeepSeek-V3, TP8 (16 local heads), one request with a 4k prefix, DDTree budget 64 (q_len 65)
-    "dsv3-tp8-bs1-p4096-ddtree64": {"model": "deepseek-v3", "layout": {"tp": 8}, "batch_size": 1,
-                                    "prefix": 4096, "tree": {"kind": "ddtree", "budget": 64}},
+    "dsv3-tp8-bs1-p4096-ddtree64": {
+        "model": "deepseek-v3",
+        "layout": {"tp": 8},
+        "batch_size": 1,
+        "prefix": 4096,
+        "tree": {"kind": "ddtree", "budget": 64},
+    },
 }
 SMALL = "kimi-tp8-bs1-p21-ddtree8"
 THREADS = int(os.environ.get("DDBENCH_BENCH_THREADS", "1"))
@@ -55,8 +70,9 @@ def case(shape: str) -> Case:
 def test_generate_inputs(benchmark, shape):
     c = case(shape)
     benchmark.group = "generate_inputs"
-    benchmark.extra_info.update(heads=c.heads_per_rank, batch=c.batch_size, prefix=c.prefix_lens[0],
-                                q_len=c.q_len)
+    benchmark.extra_info.update(
+        heads=c.heads_per_rank, batch=c.batch_size, prefix=c.prefix_lens[0], q_len=c.q_len
+    )
     x = benchmark(generate_inputs, c)
     assert x.q_extend.shape == (c.total_q, c.heads_per_rank, 576)
 

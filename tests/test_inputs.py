@@ -17,8 +17,17 @@ from ddbench.suite import Case, load_suite, parse_suite
 SMOKE = Path(__file__).resolve().parents[1] / "suites" / "smoke.json"
 # Labels (prefix of the case ID) of smoke cases covering: a DDTree, prefix 0, q_len 1, a ragged batch,
 # a sampled prefix range, DeepSeek's 16 local heads, DP-attention's 64, and a paged pool.
-LAYOUT_CASES = ["trees.kimi-k2.6-tp8-h8-bs1-p21-ddtree-b8", "trees.kimi-k2.6-tp8-h8-bs1-p21-medusa",
-                "prefix0.", "q1.", "ragged.", "range.", "dsv3.", "dpattn.", "paged."]
+LAYOUT_CASES = [
+    "trees.kimi-k2.6-tp8-h8-bs1-p21-ddtree-b8",
+    "trees.kimi-k2.6-tp8-h8-bs1-p21-medusa",
+    "prefix0.",
+    "q1.",
+    "ragged.",
+    "range.",
+    "dsv3.",
+    "dpattn.",
+    "paged.",
+]
 
 
 @pytest.fixture(scope="module")
@@ -246,8 +255,13 @@ def scores(x: VerifyInputs) -> torch.Tensor:
 @pytest.mark.parametrize("spread", [1.0, 2.5, 6.0])
 @pytest.mark.parametrize("seed", [0, 7])
 def test_score_spread_is_what_the_case_asks(spread, seed):
-    case = one_case(model="deepseek-v3", prefix=300, seed=seed, inputs={"logit_spread": spread},
-                    tree={"kind": "ddtree", "budget": 16})
+    case = one_case(
+        model="deepseek-v3",
+        prefix=300,
+        seed=seed,
+        inputs={"logit_spread": spread},
+        tree={"kind": "ddtree", "budget": 16},
+    )
     s = scores(generate_inputs(case))[..., 1:]  # key 0 is the attention sink
     assert s.std().item() == pytest.approx(spread, rel=0.10)
 

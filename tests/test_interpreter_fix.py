@@ -1,37 +1,40 @@
 """The scoped fix for Triton's interpreter multiplying raw bf16 bit patterns in `tl.dot` (triton#11584).
 
-The kernel runs in a subprocess with TRITON_INTERPRET=1: `triton.jit` reads the variable when it decorates,
-and setting it in this process would also send every later Triton kernel (SGLang's, on a GPU machine) to the
-interpreter. The subprocess measures the same bf16 dot without the fix, inside it, and after it.
+Everything that touches Triton runs in a subprocess with TRITON_INTERPRET=1. `triton.jit` reads the
+variable when it decorates, and Triton's own standard library (`tl.zeros`, ...) is decorated when `triton`
+is first imported: importing triton in this process without the variable would break SGLang's kernel under
+the interpreter later in the session (tests/test_triton.py), and setting it here would send every later
+Triton kernel (SGLang's, on a GPU machine) to the interpreter. The subprocess measures the same bf16 dot
+without the fix, inside it and after it, and checks the patch's scoping.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import textwrap
 
-import numpy as np
 import pytest
-import torch
 
-from ddbench.backends.interpreter_fix import UPSTREAM_ISSUE, _widen_bf16, bf16_dot_fixed
-
-triton = pytest.importorskip("triton")
-from triton.runtime import interpreter  # noqa: E402
+from ddbench.backends.interpreter_fix import UPSTREAM_ISSUE
 
 SCRIPT = textwrap.dedent(
     """
-    import json, os
+    import json, os, sys
     assert os.environ.get("TRITON_INTERPRET") == "1"
+    import ddbench.backends.interpreter_fix as fix
+    out = {"imports_triton_eagerly": "triton" in sys.modules}  # the fix must import Triton lazily
+
+    import numpy as np
     import torch
     import triton
     import triton.language as tl
     from triton.runtime import interpreter
 
-    from ddbench.backends.interpreter_fix import bf16_dot_fixed
+    from ddbench.backends.interpreter_fix import _widen_bf16, bf16_dot_fixed
 
     @triton.jit
     def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
@@ -51,16 +54,42 @@ SCRIPT = textwrap.dedent(
             return float("inf")
         return float((c.double() - expected).abs().max() / expected.abs().max())
 
-    original = interpreter.InterpreterBuilder.create_dot
-    out = {"triton": triton.__version__}
+    def current():
+        return interpreter.InterpreterBuilder.create_dot
+
+    original = current()
+    out["triton"] = triton.__version__
     out["bf16_without_fix"] = rel_error(torch.bfloat16, 1)
     out["fp16_without_fix"] = rel_error(torch.float16, 2)
     with bf16_dot_fixed():
-        out["patched_inside"] = interpreter.InterpreterBuilder.create_dot is not original
+        out["patched_inside"] = current() is not original
         out["bf16_with_fix"] = [rel_error(torch.bfloat16, s) for s in (3, 4, 5)]
         out["fp16_with_fix"] = rel_error(torch.float16, 6)
-    out["restored"] = interpreter.InterpreterBuilder.create_dot is original
+    out["restored"] = current() is original
     out["bf16_after_fix"] = rel_error(torch.bfloat16, 7)
+
+    try:
+        with bf16_dot_fixed():
+            raise ZeroDivisionError
+    except ZeroDivisionError:
+        pass
+    out["restored_after_error"] = current() is original
+    with bf16_dot_fixed():
+        outer = current()
+        with bf16_dot_fixed():
+            inner = current()
+        out["nested_inner_distinct"] = inner is not outer
+        out["nested_restores_outer"] = current() is outer
+    out["nested_restores_original"] = current() is original
+
+    values = (torch.randn(6, 5, generator=torch.Generator().manual_seed(0))).to(torch.bfloat16)
+    raw = values.view(torch.int16).numpy().view(np.uint16)  # how the interpreter stores bf16
+    widened = _widen_bf16(interpreter.TensorHandle(raw, tl.bfloat16), interpreter, tl)
+    out["widen_dtype"] = str(widened.dtype)
+    out["widen_np_dtype"] = str(widened.data.dtype)
+    out["widen_exact"] = bool(np.array_equal(widened.data, values.float().numpy()))
+    other = interpreter.TensorHandle(np.ones((2, 2), dtype=np.float16), tl.float16)
+    out["widen_leaves_fp16"] = _widen_bf16(other, interpreter, tl) is other
     print("RESULT " + json.dumps(out))
     """
 )
@@ -68,9 +97,12 @@ SCRIPT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def measured() -> dict:
+    if importlib.util.find_spec("triton") is None:  # not importorskip: no Triton import in this process
+        pytest.skip("triton is not installed")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, f"interpreter subprocess failed:\n{proc.stdout}\n{proc.stderr}"
     (line,) = [s for s in proc.stdout.splitlines() if s.startswith("RESULT ")]
     return json.loads(line.removeprefix("RESULT "))
@@ -100,40 +132,21 @@ def test_bf16_dot_matches_torch_with_the_fix(measured):
 def test_the_fix_is_scoped(measured):
     assert measured["restored"]
     assert measured["bf16_after_fix"] > 0.5  # wrong again once the context exits
+    assert measured["restored_after_error"]
 
 
-# ---------------------------------------------------------------- in-process: the patch itself
+def test_nested_contexts_restore_in_order(measured):
+    assert measured["nested_inner_distinct"]
+    assert measured["nested_restores_outer"]
+    assert measured["nested_restores_original"]
 
 
-def test_context_restores_create_dot_on_exit_and_on_error():
-    original = interpreter.InterpreterBuilder.create_dot
-    with bf16_dot_fixed():
-        assert interpreter.InterpreterBuilder.create_dot is not original
-    assert interpreter.InterpreterBuilder.create_dot is original
-    with pytest.raises(ZeroDivisionError), bf16_dot_fixed():
-        1 / 0  # noqa: B018
-    assert interpreter.InterpreterBuilder.create_dot is original
+def test_widen_bf16_recovers_the_encoded_values(measured):
+    assert measured["widen_dtype"] == "fp32"
+    assert measured["widen_np_dtype"] == "float32"
+    assert measured["widen_exact"]
+    assert measured["widen_leaves_fp16"]
 
 
-def test_nested_contexts_restore_in_order():
-    original = interpreter.InterpreterBuilder.create_dot
-    with bf16_dot_fixed():
-        outer = interpreter.InterpreterBuilder.create_dot
-        with bf16_dot_fixed():
-            assert interpreter.InterpreterBuilder.create_dot is not outer
-        assert interpreter.InterpreterBuilder.create_dot is outer
-    assert interpreter.InterpreterBuilder.create_dot is original
-
-
-def test_widen_bf16_recovers_the_encoded_values():
-    import triton.language as tl
-
-    g = torch.Generator().manual_seed(0)
-    values = torch.randn(6, 5, generator=g).to(torch.bfloat16)
-    raw = values.view(torch.int16).numpy().view(np.uint16)  # how the interpreter stores bf16
-    widened = _widen_bf16(interpreter.TensorHandle(raw, tl.bfloat16), interpreter, tl)
-    assert widened.dtype == tl.float32
-    assert widened.data.dtype == np.float32
-    assert np.array_equal(widened.data, values.float().numpy())
-    other = interpreter.TensorHandle(np.ones((2, 2), dtype=np.float16), tl.float16)
-    assert _widen_bf16(other, interpreter, tl) is other
+def test_importing_the_fix_does_not_import_triton(measured):
+    assert not measured["imports_triton_eagerly"]

@@ -22,8 +22,16 @@ from ddbench.metrics import FAIL, PASS, judge, parity_figures
 from ddbench.suite import Case, load_suite, parse_suite
 
 SMOKE = Path(__file__).resolve().parents[1] / "suites" / "smoke.json"
-CASES = ["trees.kimi-k2.6-tp8-h8-bs1-p21-ddtree-b8", "trees.kimi-k2.6-tp8-h8-bs1-p21-medusa",
-         "prefix0.", "q1.", "ragged.", "range.", "dsv3.", "paged."]
+CASES = [
+    "trees.kimi-k2.6-tp8-h8-bs1-p21-ddtree-b8",
+    "trees.kimi-k2.6-tp8-h8-bs1-p21-medusa",
+    "prefix0.",
+    "q1.",
+    "ragged.",
+    "range.",
+    "dsv3.",
+    "paged.",
+]
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,6 +35,14 @@ def smoke_case(cases: list[Case], label: str) -> Case:
 
 @pytest.fixture(scope="module")
 def triton_backend():
+    imported_early = "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1"
+    if imported_early and not torch.cuda.is_available():
+        pytest.fail(
+            "Triton was imported in this pytest process before TRITON_INTERPRET=1 was set (by an "
+            "earlier test module?): its @jit standard library (tl.zeros) is then unusable by the "
+            "interpreter. Import Triton only in a subprocess, or after the triton backend has "
+            "loaded."
+        )
     backend = get_backend("triton")
     available = backend.availability()
     if not available.ok:
@@ -86,3 +96,47 @@ def test_sglang_kernel_follows_the_tree_mask(smoke_cases, triton_backend):
     # ...and matches the reference computed on the same wrong mask: the kernel reads the mask we pass
     same = parity_figures(out, get_backend("reference-fp64").run(wrong_inputs))
     assert same.max_row_ulp < MAX_ROW_ULP
+
+
+IMPORT_ORDER_SCRIPT = """
+import json
+import triton  # imported first, e.g. by a user's own backend module, before TRITON_INTERPRET=1 is set
+from pathlib import Path
+from ddbench.backends import get_backend
+from ddbench.inputs import generate_inputs
+from ddbench.suite import load_suite
+(case,) = [c for c in load_suite(Path("suites/smoke.json")).cases if c.id.startswith("prefix0.")]
+backend = get_backend("triton")
+available = backend.availability()
+out = {"ok": available.ok, "detail": available.detail}
+if available.ok:
+    try:
+        backend.run(generate_inputs(case))
+        out["ran"] = True
+    except Exception as err:
+        out["ran"], out["error"] = False, f"{type(err).__name__}: {err}"[:300]
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter path only")
+def test_triton_imported_before_the_backend_is_reported_or_works():
+    import json
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run(
+        [sys.executable, "-c", IMPORT_ORDER_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=SMOKE.parents[1],
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (line,) = [s for s in proc.stdout.splitlines() if s.startswith("RESULT ")]
+    result = json.loads(line.removeprefix("RESULT "))
+    if result["ok"]:
+        assert result["ran"], f"availability() said ok, then run() failed: {result.get('error')}"
+    else:
+        assert "TRITON_INTERPRET" in result["detail"], result["detail"]

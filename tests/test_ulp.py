@@ -22,12 +22,6 @@ ONE, NEG_ONE = 0x3F80, 0xBF80
 MAX_FINITE, POS_INF, NEG_INF = 0x7F7F, 0x7F80, 0xFF80
 QNAN = 0x7FC0
 
-# ddbench/metrics/ulp.py bf16_spacing: torch.frexp(0) gives exponent 0, so the spacing at 0 comes out 2^-8
-# instead of the subnormal spacing 2^-133 the module promises. Strict: remove the marker once fixed.
-ZERO_SPACING_BUG = pytest.mark.xfail(
-    strict=True, reason="bf16_spacing(0) = 2^-8 (frexp(0) has exponent 0), should be 2^-133"
-)
-
 
 def bf(*bits: int) -> torch.Tensor:
     """bf16 tensor from unsigned 16-bit patterns."""
@@ -144,8 +138,10 @@ def test_random_values_and_their_bit_neighbours_are_one_apart():
     d = lattice_ulps(x, up)
     assert torch.equal(d, torch.ones_like(d))
     two_up = next_up(up[bits_of(up) != MAX_FINITE])
-    assert torch.equal(lattice_ulps(x[bits_of(up) != MAX_FINITE], two_up),
-                       torch.full((two_up.numel(),), 2.0, dtype=torch.float64))
+    assert torch.equal(
+        lattice_ulps(x[bits_of(up) != MAX_FINITE], two_up),
+        torch.full((two_up.numel(),), 2.0, dtype=torch.float64),
+    )
 
 
 # ---------------------------------------------------------------- spacing
@@ -165,8 +161,8 @@ def test_random_values_and_their_bit_neighbours_are_one_apart():
         (2.0**-127, 2.0**-133),  # subnormal
         (2.0**-133, 2.0**-133),  # smallest subnormal
         (1e-45, 2.0**-133),  # below the lattice
-        pytest.param(0.0, 2.0**-133, marks=ZERO_SPACING_BUG),
-        pytest.param(-0.0, 2.0**-133, marks=ZERO_SPACING_BUG),
+        pytest.param(0.0, 2.0**-133),
+        pytest.param(-0.0, 2.0**-133),
     ],
 )
 def test_bf16_spacing(value, spacing):
@@ -192,7 +188,6 @@ def test_ulps_vs_float_known_values():
     assert got.tolist() == [1.0, 0.0, 3.0, 1.0, 2.0]
 
 
-@ZERO_SPACING_BUG
 def test_ulps_vs_float_against_an_exact_zero_reference():
     """A candidate of 2^-133 (one subnormal step) where the reference is exactly 0 is 1 ULP, and 0.004 is
     a huge error, not one ULP."""
@@ -244,7 +239,6 @@ def test_row_scaled_ulps_ignore_nonfinite_reference_for_the_scale():
     assert math.isnan(float(got[0, 0]))
 
 
-@ZERO_SPACING_BUG
 def test_row_scaled_ulps_on_a_zero_row_use_the_subnormal_spacing():
     r = torch.zeros(1, 4, dtype=torch.float64)
     a = r.clone()

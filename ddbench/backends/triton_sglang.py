@@ -36,10 +36,13 @@ class SglangTritonBackend:
         if self._problem:
             raise RuntimeError(self._problem)
         if self._interpreted:
-            if SGLANG_MODULE in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+            # triton.jit picks the interpreter when a function is decorated, so the variable must be set
+            # before Triton (or SGLang's module) is first imported in this process.
+            early = [m for m in ("triton", SGLANG_MODULE) if m in sys.modules]
+            if early and os.environ.get("TRITON_INTERPRET") != "1":
                 self._problem = (
-                    f"{SGLANG_MODULE} was imported before TRITON_INTERPRET=1 was set; "
-                    "its kernels cannot run on this CPU-only machine"
+                    f"{early[0]} was imported before TRITON_INTERPRET=1 was set; "
+                    "SGLang's kernels cannot run on this CPU-only machine (set TRITON_INTERPRET=1 first)"
                 )
                 raise RuntimeError(self._problem)
             os.environ["TRITON_INTERPRET"] = "1"

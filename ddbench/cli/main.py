@@ -6,9 +6,11 @@ Exit codes: 0 all judged pairs pass, 1 a parity failure (or a backend error), 2 
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
+import torch
 
 from ddbench.cli.env_cmd import env_command
 from ddbench.cli.list_cmd import list_command
@@ -46,4 +48,7 @@ cli.add_command(env_command)
 
 
 def main() -> None:
+    if not torch.cuda.is_available():
+        # Triton reads this when it first decorates a kernel: set it before any backend module imports Triton.
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     sys.exit(cli.main(prog_name="ddbench", standalone_mode=True))

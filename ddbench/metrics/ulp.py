@@ -31,7 +31,8 @@ def lattice_ulps(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def bf16_spacing(r: torch.Tensor) -> torch.Tensor:
     """The bf16 ULP at |r| (float64): 2^(floor(log2|r|) - 7), at least the subnormal spacing 2^-133."""
-    _, exponent = torch.frexp(r.to(torch.float64).abs())  # |r| = m * 2^e, m in [0.5, 1)
+    # |r| = m * 2^e, m in [0.5, 1); below the smallest normal (0 included) the spacing is constant.
+    _, exponent = torch.frexp(r.to(torch.float64).abs().clamp_min(2.0**BF16_MIN_EXPONENT))
     exponent = (exponent - 1 - BF16_MANTISSA_BITS).clamp_min(BF16_SUBNORMAL_SPACING_EXP)
     return torch.ldexp(torch.ones_like(exponent, dtype=torch.float64), exponent)
 

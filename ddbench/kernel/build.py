@@ -1,0 +1,200 @@
+"""Builds of the custom kernel's C++ sources for the host emulation (g++), and whether nvcc is usable here.
+
+Kernel source written against ``kernels/include/ddk/primitives.h`` compiles with ``-DDDK_EMULATE`` into a
+shared library that also holds the emulation runtime (``kernels/emu/runtime.cpp``, always added). Objects
+and libraries land under ``<repo>/build/ddk/`` (git-ignored), named by a hash of everything that goes
+into them (source, every header under ``kernels/include`` and ``kernels/emu``, flags, compiler version):
+an unchanged tree reuses them, any change rebuilds. Each source compiles to its own cached object, in
+parallel, so editing a kernel does not recompile the runtime. Files appear atomically (written under a
+temporary name, then renamed), so concurrent builds (pytest-xdist) never see half-written output.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+COMPILE_FLAGS = ("-std=c++20", "-O2", "-fPIC", "-DDDK_EMULATE")
+LINK_FLAGS = ("-shared", "-pthread")
+_HEADER_SUFFIXES = {".h", ".hpp", ".cuh", ".inc"}
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+_COMPILE_TIMEOUT_S = 900
+
+
+class KernelBuildError(RuntimeError):
+    """A compile or link step failed; the message carries the command and the compiler's stderr."""
+
+    def __init__(self, message: str, *, command: Sequence[str] = (), stderr: str = "") -> None:
+        self.command = list(command)
+        self.stderr = stderr
+        super().__init__(message)
+
+
+def find_repo_root() -> Path:
+    return REPO_ROOT
+
+
+def find_kernels_dir() -> Path:
+    """``<repo>/kernels``: ``include/ddk/primitives.h``, the emulation runtime in ``emu/``, kernel sources."""
+    return REPO_ROOT / "kernels"
+
+
+def build_dir() -> Path:
+    return REPO_ROOT / "build" / "ddk"
+
+
+def find_nvcc() -> Path | None:
+    """nvcc on PATH, else under $CUDA_HOME / $CUDA_PATH / /usr/local/cuda; None when there is none."""
+    found = shutil.which("nvcc")
+    if found:
+        return Path(found)
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and (Path(root) / "bin" / "nvcc").is_file():
+            return Path(root) / "bin" / "nvcc"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def nvcc_available() -> str | None:
+    """None when nvcc can compile here; otherwise the reason it cannot (ready for ``pytest.skip``).
+
+    Note the polarity: a truthy result means *unavailable*.
+    """
+    nvcc = find_nvcc()
+    if nvcc is None:
+        return "nvcc not found (not on PATH, nor under $CUDA_HOME, $CUDA_PATH or /usr/local/cuda)"
+    try:
+        proc = subprocess.run([str(nvcc), "--version"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{nvcc} --version failed: {exc}"
+    if proc.returncode != 0:
+        return f"{nvcc} --version exited with {proc.returncode}: {proc.stderr.strip()[:500]}"
+    return None
+
+
+def _cxx() -> str:
+    return os.environ.get("CXX", "g++")
+
+
+@functools.lru_cache(maxsize=8)
+def _compiler_identity(cxx: str) -> str:
+    try:
+        proc = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise KernelBuildError(
+            f"C++ compiler {cxx!r} is not usable: {exc}", command=[cxx, "--version"]
+        ) from exc
+    if proc.returncode != 0:
+        raise KernelBuildError(
+            f"C++ compiler {cxx!r} --version exited with {proc.returncode}",
+            command=[cxx, "--version"],
+            stderr=proc.stderr,
+        )
+    return proc.stdout.splitlines()[0] if proc.stdout else cxx
+
+
+def _headers() -> list[Path]:
+    kernels = find_kernels_dir()
+    found: list[Path] = []
+    for sub in ("include", "emu"):
+        root = kernels / sub
+        if root.is_dir():
+            found += [p for p in root.rglob("*") if p.is_file() and p.suffix in _HEADER_SUFFIXES]
+    return sorted(found)
+
+
+def _digest(parts: Iterable[bytes]) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.hexdigest()[:16]
+
+
+def _include_flags() -> list[str]:
+    kernels = find_kernels_dir()
+    return [f"-I{kernels / 'include'}", f"-I{kernels}"]
+
+
+def _run(cmd: list[str], what: str) -> None:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_COMPILE_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise KernelBuildError(f"{what} failed: {exc}\ncommand: {' '.join(cmd)}", command=cmd) from exc
+    if proc.returncode != 0:
+        raise KernelBuildError(
+            f"{what} failed (exit {proc.returncode})\ncommand: {' '.join(cmd)}\n{proc.stderr.strip()}",
+            command=cmd,
+            stderr=proc.stderr,
+        )
+
+
+def _atomic_output(final: Path, produce) -> Path:
+    """Runs produce(tmp_path) unless `final` exists, then renames tmp_path to `final`."""
+    if final.exists():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".{final.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    try:
+        produce(tmp)
+        os.replace(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return final
+
+
+def _compile_object(source: Path, cxx: str, flags: Sequence[str], common: bytes) -> Path:
+    key = _digest([common, str(source).encode(), source.read_bytes()])
+    obj = build_dir() / "obj" / f"{source.stem}-{key}.o"
+
+    def produce(tmp: Path) -> None:
+        _run([cxx, *flags, *_include_flags(), "-c", str(source), "-o", str(tmp)], f"compiling {source}")
+
+    return _atomic_output(obj, produce)
+
+
+def build_emulation_library(
+    sources: Sequence[Path | str], name: str, extra_flags: Sequence[str] = ()
+) -> Path:
+    """Compiles `sources` (+ the emulation runtime) with ``g++ -std=c++20 -O2 -fPIC -DDDK_EMULATE`` into
+    ``<repo>/build/ddk/<name>-<hash>.so`` and returns its path, reusing an identical earlier build.
+
+    `extra_flags` go to every compile and to the link (e.g. ``("-g", "-fsanitize=address")``). The C++
+    compiler is $CXX, else g++. Raises KernelBuildError, carrying the compiler's stderr, on failure.
+    """
+    if not _NAME.match(name):
+        raise ValueError(f"library name {name!r}: use letters, digits, '_', '.', '-'")
+    paths = [Path(s).resolve() for s in sources]
+    for p in paths:
+        if not p.is_file():
+            raise KernelBuildError(f"source file not found: {p}")
+    runtime = (find_kernels_dir() / "emu" / "runtime.cpp").resolve()
+    if runtime not in paths:
+        paths.append(runtime)
+
+    cxx = _cxx()
+    flags = [*COMPILE_FLAGS, *extra_flags]
+    common = b"\0".join(
+        [_compiler_identity(cxx).encode(), cxx.encode(), "\0".join(flags).encode()]
+        + [str(h).encode() + b"\0" + h.read_bytes() for h in _headers()]
+    )
+    workers = max(1, min(len(paths), os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        objects = list(pool.map(lambda src: _compile_object(src, cxx, flags, common), paths))
+
+    link = [*LINK_FLAGS, *extra_flags]
+    key = _digest([common, "\0".join(link).encode(), *(o.name.encode() for o in objects)])
+    library = build_dir() / f"{name}-{key}.so"
+
+    def produce(tmp: Path) -> None:
+        _run([cxx, *link, *map(str, objects), "-o", str(tmp)], f"linking {library.name}")
+
+    return _atomic_output(library, produce)
