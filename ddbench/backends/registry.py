@@ -8,6 +8,7 @@ from importlib.metadata import entry_points
 
 import torch
 
+from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.backends.protocol import Backend
 from ddbench.backends.reference import ReferenceBackend
 from ddbench.backends.triton_sglang import SglangTritonBackend
@@ -19,6 +20,7 @@ BUILTINS: dict[str, Callable[[], Backend]] = {
     "reference": ReferenceBackend,
     "reference-fp64": lambda: ReferenceBackend(torch.float64),
     "triton": SglangTritonBackend,
+    "cuda-emu": CudaEmuBackend,
 }
 
 

@@ -60,7 +60,7 @@ struct VerifyParams {
 
 // Byte offset of 16-byte chunk `chunk` of smem row `row`: XOR-swizzled within groups of 8 chunks, because the
 // 1152-byte row stride maps every row to the same banks and ldmatrix reads 8 rows at one column.
-DDK_HOST_DEVICE inline int swizzled(int row, int chunk) {
+DDK_HOST_DEVICE int swizzled(int row, int chunk) {
   return row * kRowBytes + (((chunk & ~7) | ((chunk ^ row) & 7)) << 4);
 }
 
@@ -97,13 +97,12 @@ DDK_GLOBAL void verify_attention_kernel(const VerifyParams p) {
   const int tile_end = tile_begin + per_split < tiles ? tile_begin + per_split : tiles;
 
   // The two rows this lane owns in every C fragment, relative to the CTA and as (token, head).
-  int my_row[2], my_token[2], my_global_row[2];
+  int my_token[2], my_global_row[2];
   bool my_valid[2];
   for (int h = 0; h < 2; ++h) {
     const int r = row0 + group * 16 + lr + 8 * h;
     my_valid[h] = r < rows;
     my_token[h] = my_valid[h] ? r / p.heads : 0;
-    my_row[h] = r;
     my_global_row[h] = (q_base + my_token[h]) * p.heads + (my_valid[h] ? r % p.heads : 0);
   }
 

@@ -1,0 +1,105 @@
+"""`cuda-emu`: the custom kernel's own source (kernels/verify/verify_attn.cuh) run by the CPU emulation.
+
+Same marshaling and launch geometry as the hardware backend; g++ builds the emulation library on first use.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from pathlib import Path
+
+import torch
+
+from ddbench.backends.protocol import Availability
+from ddbench.inputs.layout import VerifyInputs
+from ddbench.kernel.build import KernelBuildError, build_emulation_library, find_kernels_dir
+from ddbench.kernel.marshal import marshal
+from ddbench.kernel.plan import plan_launch
+
+_ERROR_BYTES = 4096
+_EMU_SOURCE = Path("verify") / "verify_emu.cpp"
+
+
+class KernelEmulationError(RuntimeError):
+    """The emulation stopped the launch: divergence, a bad shared-memory access, a bad configuration."""
+
+
+def _pointer(t: torch.Tensor | None) -> ctypes.c_void_p:
+    return ctypes.c_void_p(t.data_ptr() if t is not None else None)
+
+
+class CudaEmuBackend:
+    name = "cuda-emu"
+
+    def __init__(self, num_splits: int | None = None, workers: int | None = None) -> None:
+        self.num_splits = num_splits  # None: the same heuristic as on a GPU
+        self.workers = workers if workers is not None else int(os.environ.get("DDK_EMU_WORKERS", "0") or 0)
+        self._library: ctypes.CDLL | None = None
+        self._problem: str | None = None
+
+    def _load(self) -> ctypes.CDLL:
+        if self._library is not None:
+            return self._library
+        if self._problem:
+            raise RuntimeError(self._problem)
+        try:
+            path = build_emulation_library([find_kernels_dir() / _EMU_SOURCE], "verify_emu")
+            library = ctypes.CDLL(str(path))
+        except (KernelBuildError, OSError) as err:
+            self._problem = f"cannot build the kernel emulation: {err}"
+            raise RuntimeError(self._problem) from None
+        library.ddk_verify_emu.restype = ctypes.c_int
+        library.ddk_verify_emu.argtypes = (
+            [ctypes.c_void_p] * 10
+            + [ctypes.c_int] * 6
+            + [
+                ctypes.c_float,
+                ctypes.c_int,
+                ctypes.c_char_p,
+                ctypes.c_int,
+            ]
+        )
+        self._library = library
+        return library
+
+    def availability(self) -> Availability:
+        try:
+            self._load()
+        except RuntimeError as err:
+            return Availability.no(str(err))
+        return Availability.yes("kernels/verify/verify_attn.cuh under the ddk CPU emulation")
+
+    def run(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> torch.Tensor:
+        library = self._load()
+        if inputs.device.type != "cpu":
+            inputs = inputs.to("cpu")
+        k = marshal(inputs)
+        plan = plan_launch(k.batch_size, k.heads, k.max_q_len, k.kv_slots.numel(), num_splits=self.num_splits)
+        rows = k.q.shape[0] * k.heads
+        ws_o = torch.empty(plan.num_splits, rows, 512, dtype=torch.float32) if plan.num_splits > 1 else None
+        ws_lse = torch.empty(plan.num_splits, rows, dtype=torch.float32) if plan.num_splits > 1 else None
+        out = inputs.o_extend
+        tensors = [k.q, k.kv, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, out]
+        if not all(t.is_contiguous() for t in tensors):
+            raise ValueError("the emulated kernel needs contiguous tensors")
+        error = ctypes.create_string_buffer(_ERROR_BYTES)
+        code = library.ddk_verify_emu(
+            *(_pointer(t) for t in tensors),
+            _pointer(lse),
+            _pointer(ws_o),
+            _pointer(ws_lse),
+            rows,
+            k.heads,
+            k.mask_words.shape[1],
+            plan.num_splits,
+            plan.row_tiles,
+            k.batch_size,
+            k.sm_scale,
+            self.workers,
+            error,
+            _ERROR_BYTES,
+        )
+        if code != 0:
+            raise KernelEmulationError(error.value.decode(errors="replace"))
+        return out
