@@ -39,7 +39,10 @@ EXPECTED: dict[str, tuple[str | None, str | tuple[str, ...]]] = {
     "unknown_tree_kind.json": ("cases[0].tree.kind", '"binary" is not one of "chain", "star", "kary"'),
     "ddtree_budget_over_limit.json": ("cases[0].tree.budget", "2000 is greater than the maximum of 1024"),
     "dtype_float16.json": ("cases[0].dtype", '"float16" is not one of "bfloat16"'),
-    "matrix_value_wrong_type.json": ("cases[0].matrix.prefix[1]", "expected array or integer or object, got string"),
+    "matrix_value_wrong_type.json": (
+        "cases[0].matrix.prefix[1]",
+        "expected array or integer or object, got string",
+    ),
     "tree_missing_field.json": ("cases[0].tree", "'size' is a required property"),
     # Semantic errors (values that make no sense together).
     "eagle_too_many_draft_tokens.json": (

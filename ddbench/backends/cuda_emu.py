@@ -14,8 +14,7 @@ import torch
 from ddbench.backends.protocol import Availability
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.build import KernelBuildError, build_emulation_library, find_kernels_dir
-from ddbench.kernel.marshal import marshal
-from ddbench.kernel.plan import plan_launch
+from ddbench.kernel.launch import prepare_launch
 
 _ERROR_BYTES = 4096
 _EMU_SOURCE = Path("verify") / "verify_emu.cpp"
@@ -74,22 +73,18 @@ class CudaEmuBackend:
         library = self._load()
         if inputs.device.type != "cpu":
             inputs = inputs.to("cpu")
-        k = marshal(inputs)
-        plan = plan_launch(k.batch_size, k.heads, k.max_q_len, k.kv_slots.numel(), num_splits=self.num_splits)
-        rows = k.q.shape[0] * k.heads
-        ws_o = torch.empty(plan.num_splits, rows, 512, dtype=torch.float32) if plan.num_splits > 1 else None
-        ws_lse = torch.empty(plan.num_splits, rows, dtype=torch.float32) if plan.num_splits > 1 else None
-        out = inputs.o_extend
-        tensors = [k.q, k.kv, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, out]
+        launch = prepare_launch(inputs, num_splits=self.num_splits)
+        k, plan = launch.kernel, launch.plan
+        tensors = [k.q, k.kv, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out]
         if not all(t.is_contiguous() for t in tensors):
             raise ValueError("the emulated kernel needs contiguous tensors")
         error = ctypes.create_string_buffer(_ERROR_BYTES)
         code = library.ddk_verify_emu(
             *(_pointer(t) for t in tensors),
             _pointer(lse),
-            _pointer(ws_o),
-            _pointer(ws_lse),
-            rows,
+            _pointer(launch.ws_o),
+            _pointer(launch.ws_lse),
+            launch.total_rows,
             k.heads,
             k.mask_words.shape[1],
             plan.num_splits,
@@ -102,4 +97,4 @@ class CudaEmuBackend:
         )
         if code != 0:
             raise KernelEmulationError(error.value.decode(errors="replace"))
-        return out
+        return launch.out

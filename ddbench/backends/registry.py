@@ -9,6 +9,7 @@ from importlib.metadata import entry_points
 import torch
 
 from ddbench.backends.cuda_emu import CudaEmuBackend
+from ddbench.backends.cuda_kernel import CudaKernelBackend
 from ddbench.backends.protocol import Backend
 from ddbench.backends.reference import ReferenceBackend
 from ddbench.backends.triton_sglang import SglangTritonBackend
@@ -20,6 +21,7 @@ BUILTINS: dict[str, Callable[[], Backend]] = {
     "reference": ReferenceBackend,
     "reference-fp64": lambda: ReferenceBackend(torch.float64),
     "triton": SglangTritonBackend,
+    "cuda": CudaKernelBackend,
     "cuda-emu": CudaEmuBackend,
 }
 

@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,6 +28,8 @@ LINK_FLAGS = ("-shared", "-pthread")
 _HEADER_SUFFIXES = {".h", ".hpp", ".cuh", ".inc"}
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _COMPILE_TIMEOUT_S = 900
+_KEEP_VERSIONS = 4  # older builds of the same name are pruned once they are also
+_PRUNE_AGE_S = 3600  # this old, so a concurrent user of one is never pulled from under it
 
 
 class KernelBuildError(RuntimeError):
@@ -102,13 +105,9 @@ def _compiler_identity(cxx: str) -> str:
 
 
 def _headers() -> list[Path]:
+    """Every header under kernels/ (a kernel's .cuh included by its launcher must invalidate the cache too)."""
     kernels = find_kernels_dir()
-    found: list[Path] = []
-    for sub in ("include", "emu"):
-        root = kernels / sub
-        if root.is_dir():
-            found += [p for p in root.rglob("*") if p.is_file() and p.suffix in _HEADER_SUFFIXES]
-    return sorted(found)
+    return sorted(p for p in kernels.rglob("*") if p.is_file() and p.suffix in _HEADER_SUFFIXES)
 
 
 def _digest(parts: Iterable[bytes]) -> str:
@@ -137,7 +136,20 @@ def _run(cmd: list[str], what: str) -> None:
         )
 
 
-def _atomic_output(final: Path, produce) -> Path:
+def _prune(final: Path, stem: str) -> None:
+    """Removes old builds `<stem>-<hash><suffix>` beside `final` beyond the newest few."""
+    now = time.time()
+    try:
+        others = [p for p in final.parent.glob(f"{stem}-*{final.suffix}") if p != final]
+        others.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in others[_KEEP_VERSIONS - 1 :]:
+            if now - old.stat().st_mtime > _PRUNE_AGE_S:
+                old.unlink(missing_ok=True)
+    except OSError:
+        pass  # pruning is housekeeping only
+
+
+def _atomic_output(final: Path, stem: str, produce) -> Path:
     """Runs produce(tmp_path) unless `final` exists, then renames tmp_path to `final`."""
     if final.exists():
         return final
@@ -148,6 +160,7 @@ def _atomic_output(final: Path, produce) -> Path:
         os.replace(tmp, final)
     finally:
         tmp.unlink(missing_ok=True)
+    _prune(final, stem)
     return final
 
 
@@ -158,7 +171,7 @@ def _compile_object(source: Path, cxx: str, flags: Sequence[str], common: bytes)
     def produce(tmp: Path) -> None:
         _run([cxx, *flags, *_include_flags(), "-c", str(source), "-o", str(tmp)], f"compiling {source}")
 
-    return _atomic_output(obj, produce)
+    return _atomic_output(obj, source.stem, produce)
 
 
 def build_emulation_library(
@@ -197,4 +210,4 @@ def build_emulation_library(
     def produce(tmp: Path) -> None:
         _run([cxx, *link, *map(str, objects), "-o", str(tmp)], f"linking {library.name}")
 
-    return _atomic_output(library, produce)
+    return _atomic_output(library, name, produce)

@@ -20,7 +20,10 @@ class Verdict:
         return self.status in (FAIL, ERROR)
 
 
-def judge(bound: ParityBound, figures: ParityFigures, candidate: str) -> Verdict:
+def judge(
+    bound: ParityBound, figures: ParityFigures, candidate: str, peer: ParityFigures | None = None
+) -> Verdict:
+    """`peer`: the figures of `bound.no_worse_than` against the same backend, for the relative limit."""
     reasons = []
     if figures.unwritten:
         reasons.append(f"{figures.unwritten} output elements never written")
@@ -34,4 +37,11 @@ def judge(bound: ParityBound, figures: ParityFigures, candidate: str) -> Verdict
         value = getattr(figures, name)
         if limit is not None and not value <= limit:
             reasons.append(f"{name} {value:.4g} > {limit:g}")
+    if bound.no_worse_than and peer is not None:
+        allowed = peer.max_row_ulp + bound.margin_row_ulp
+        if not figures.max_row_ulp <= allowed:
+            reasons.append(
+                f"max_row_ulp {figures.max_row_ulp:.4g} > {bound.no_worse_than}'s {peer.max_row_ulp:.4g}"
+                f" + {bound.margin_row_ulp:g}"
+            )
     return Verdict(FAIL if reasons else PASS, tuple(reasons))

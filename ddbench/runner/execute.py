@@ -19,6 +19,8 @@ def backends_for(case: Case, selected: list[str] | None, extra: list[str]) -> li
     """The backends a case runs: those `--backends` selects, else those its bounds name; plus `--backend`s."""
     if selected is not None:
         names = list(selected)
+    elif case.backends:
+        names = list(case.backends)
     else:
         names = [n for b in case.parity for n in (b.against, b.candidate) if n != ANY_BACKEND]
     return list(dict.fromkeys([*names, *extra]))
@@ -48,6 +50,10 @@ def _call(backend: Backend, inputs) -> BackendRun:
     return BackendRun(backend.name, output.detach().clone(), seconds)
 
 
+def _ran(runs: Mapping[str, BackendRun], name: str) -> bool:
+    return name in runs and runs[name].error is None
+
+
 def _judge_pairs(case: Case, runs: Mapping[str, BackendRun]) -> list[PairResult]:
     pairs = []
     for bound in case.parity:
@@ -67,9 +73,16 @@ def _judge_pairs(case: Case, runs: Mapping[str, BackendRun]) -> list[PairResult]
                         name, bound.against, bound, Verdict(ERROR, (f"{failed.name}: {failed.error}",))
                     )
                 )
+            elif bound.no_worse_than and not _ran(runs, bound.no_worse_than):
+                reason = f"{bound.no_worse_than} not run (named by no_worse_than)"
+                pairs.append(PairResult(name, bound.against, bound, Verdict(SKIPPED, (reason,))))
             else:
                 figures = parity_figures(cand.output, against.output)
-                pairs.append(PairResult(name, bound.against, bound, judge(bound, figures, name), figures))
+                peer = None
+                if bound.no_worse_than:
+                    peer = parity_figures(runs[bound.no_worse_than].output, against.output)
+                verdict = judge(bound, figures, name, peer)
+                pairs.append(PairResult(name, bound.against, bound, verdict, figures))
     return pairs
 
 

@@ -42,6 +42,10 @@ class ParityBound:
     candidate: str
     against: str
     limits: tuple[tuple[str, float], ...]
+    # Relative limit: the candidate's max_row_ulp against `against` may exceed this backend's by at most
+    # `margin_row_ulp` (a kernel must be no worse than the kernel it replaces, whatever that one's error is).
+    no_worse_than: str | None = None
+    margin_row_ulp: float = 0.0
 
     def limit(self, name: str) -> float | None:
         return dict(self.limits).get(name)
@@ -50,7 +54,10 @@ class ParityBound:
         return backend != self.against and self.candidate in (backend, ANY_BACKEND)
 
     def to_json(self) -> dict[str, Any]:
-        return {"candidate": self.candidate, "against": self.against, **dict(self.limits)}
+        out = {"candidate": self.candidate, "against": self.against, **dict(self.limits)}
+        if self.no_worse_than:
+            out |= {"no_worse_than": self.no_worse_than, "margin_row_ulp": self.margin_row_ulp}
+        return out
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,7 @@ class Case:
     inputs: InputStyle
     parity: tuple[ParityBound, ...]
     budget: dict[str, Any] | None = field(default=None, hash=False)
+    backends: tuple[str, ...] = ()  # run by default; empty: the backends the bounds name
     tags: tuple[str, ...] = ()
     description: str = ""
     origin: str = ""  # JSON path of the suite entry the case came from

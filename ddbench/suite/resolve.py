@@ -128,13 +128,17 @@ def _parity(c: _Checker) -> tuple[ParityBound, ...]:
         limits = tuple((k, float(spec[k])) for k in LIMIT_NAMES if k in spec)
         if spec["candidate"] == spec["against"]:
             c.fail("parity", f"bound {i} compares {spec['candidate']!r} with itself")
-        if not limits:
+        peer = spec.get("no_worse_than")
+        if peer in (spec["candidate"], spec["against"]):
+            c.fail("parity", f"bound {i}: no_worse_than must name a third backend, not {peer!r}")
+        if not limits and not peer:
             c.fail(
                 "parity",
                 f"bound {i} ({spec['candidate']} vs {spec['against']}) sets no limit; "
                 f"give at least one of {', '.join(LIMIT_NAMES)}",
             )
-        bounds.append(ParityBound(spec["candidate"], spec["against"], limits))
+        margin = float(spec.get("margin_row_ulp", 0.0))
+        bounds.append(ParityBound(spec["candidate"], spec["against"], limits, peer, margin))
     return tuple(bounds)
 
 
@@ -167,6 +171,7 @@ def resolve_case(raw: RawCase, suite: str, file: str) -> tuple[Case | None, list
         inputs=_inputs(c),
         parity=parity,
         budget=c.value("budget"),
+        backends=tuple(c.value("backends") or ()),
         tags=tuple(c.value("tags") or ()),
         description=c.value("description") or "",
         origin=raw.entry,

@@ -73,6 +73,7 @@ struct ThreadView {
   unsigned block_dim = 0;
   unsigned gx = 1, gy = 1, gz = 1;
   char* smem = nullptr;
+  void* owner = nullptr;  // the runtime's fiber record
 };
 
 inline thread_local ThreadView* tl_view = nullptr;

@@ -1,0 +1,71 @@
+"""`cuda`: the custom kernel on the local GPU, through the same marshaling and plan as `cuda-emu`."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+
+from ddbench.backends.protocol import Availability
+from ddbench.inputs.layout import VerifyInputs
+from ddbench.kernel.build import nvcc_available
+from ddbench.kernel.launch import prepare_launch
+
+
+class CudaKernelBackend:
+    name = "cuda"
+
+    def __init__(self, num_splits: int | None = None) -> None:
+        self.num_splits = num_splits
+        self._extension: ModuleType | None = None
+        self._problem: str | None = None
+
+    def _load(self) -> ModuleType:
+        if self._extension is not None:
+            return self._extension
+        if self._problem is None:
+            if not torch.cuda.is_available():
+                self._problem = "no CUDA GPU here (torch.cuda.is_available() is False)"
+            elif (reason := nvcc_available()) is not None:
+                self._problem = f"cannot build the kernel: {reason}"
+            else:
+                try:
+                    from ddbench.kernel.cuda_build import load_cuda_extension
+
+                    self._extension = load_cuda_extension()
+                except Exception as err:  # a failed JIT build makes the backend unavailable, with the log
+                    self._problem = f"kernel build failed: {type(err).__name__}: {err}"
+        if self._extension is None:
+            raise RuntimeError(self._problem)
+        return self._extension
+
+    def availability(self) -> Availability:
+        try:
+            self._load()
+        except RuntimeError as err:
+            return Availability.no(str(err))
+        major, minor = torch.cuda.get_device_capability()
+        return Availability.yes(f"kernels/verify on {torch.cuda.get_device_name()} (sm_{major}{minor})")
+
+    def run(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> torch.Tensor:
+        extension = self._load()
+        sm_count = torch.cuda.get_device_properties(inputs.device).multi_processor_count
+        launch = prepare_launch(inputs, sm_count=sm_count, num_splits=self.num_splits)
+        k = launch.kernel
+        empty = torch.empty(0, dtype=torch.float32, device=inputs.device)
+        extension.verify(
+            k.q,
+            k.kv,
+            k.kv_slots,
+            k.kv_offsets,
+            k.q_offsets,
+            k.mask_words,
+            launch.out,
+            lse,
+            launch.ws_o if launch.ws_o is not None else empty,
+            launch.ws_lse if launch.ws_lse is not None else empty,
+            k.sm_scale,
+            launch.plan.num_splits,
+            launch.plan.row_tiles,
+        )
+        return launch.out

@@ -1,0 +1,48 @@
+"""JIT build of the kernel's PyTorch binding on a CUDA machine (torch.utils.cpp_extension, ninja), cached.
+
+Built for the local GPU's architecture only; the build folder is keyed by a hash of the kernel sources, so a
+kernel change rebuilds and an unchanged kernel loads at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+import torch
+
+from ddbench.kernel.build import build_dir, find_kernels_dir
+
+BINDING = Path("verify") / "verify_torch.cu"
+
+
+def kernel_sources_hash() -> str:
+    """Hash of every kernel source and header: what a baseline records as the kernel's version."""
+    kernels = find_kernels_dir()
+    digest = hashlib.sha256()
+    for path in sorted(
+        p for p in kernels.rglob("*") if p.is_file() and p.suffix in {".cu", ".cuh", ".h", ".cpp"}
+    ):
+        digest.update(str(path.relative_to(kernels)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+@cache
+def load_cuda_extension() -> ModuleType:
+    from torch.utils.cpp_extension import load
+
+    major, minor = torch.cuda.get_device_capability()
+    arch = f"{major}{minor}"
+    kernels = find_kernels_dir()
+    directory = build_dir() / f"cuda-sm{arch}-{kernel_sources_hash()}"
+    directory.mkdir(parents=True, exist_ok=True)
+    return load(
+        name=f"ddbench_verify_sm{arch}",
+        sources=[str(kernels / BINDING)],
+        extra_include_paths=[str(kernels / "include"), str(kernels)],
+        extra_cuda_cflags=["-O3", "-std=c++17", f"-gencode=arch=compute_{arch},code=sm_{arch}"],
+        build_directory=str(directory),
+        verbose=False,
+    )

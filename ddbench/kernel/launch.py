@@ -1,0 +1,41 @@
+"""Everything a launch of the custom kernel needs besides the kernel: marshaled inputs, geometry, workspace.
+
+Shared by the hardware backend and the emulation so both run the very same plan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ddbench.inputs.layout import VerifyInputs
+from ddbench.kernel.marshal import KernelInputs, marshal
+from ddbench.kernel.plan import DEFAULT_SM_COUNT, LaunchPlan, plan_launch
+from ddbench.suite.presets import HEAD_DIM_V
+
+
+@dataclass(frozen=True)
+class PreparedLaunch:
+    kernel: KernelInputs
+    plan: LaunchPlan
+    out: torch.Tensor
+    ws_o: torch.Tensor | None  # split partials, only when the keys are split
+    ws_lse: torch.Tensor | None
+
+    @property
+    def total_rows(self) -> int:
+        return self.kernel.q.shape[0] * self.kernel.heads
+
+
+def prepare_launch(
+    inputs: VerifyInputs, sm_count: int = DEFAULT_SM_COUNT, num_splits: int | None = None
+) -> PreparedLaunch:
+    k = marshal(inputs)
+    plan = plan_launch(k.batch_size, k.heads, k.max_q_len, k.kv_slots.numel(), sm_count, num_splits)
+    rows = k.q.shape[0] * k.heads
+    ws_o = ws_lse = None
+    if plan.num_splits > 1:
+        ws_o = torch.empty(plan.num_splits, rows, HEAD_DIM_V, dtype=torch.float32, device=inputs.device)
+        ws_lse = torch.empty(plan.num_splits, rows, dtype=torch.float32, device=inputs.device)
+    return PreparedLaunch(k, plan, inputs.o_extend, ws_o, ws_lse)

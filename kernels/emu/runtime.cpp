@@ -1,0 +1,1093 @@
+// ddk emulation runtime: fibers, rendezvous, warp collectives, cp.async queues, error reports.
+// See runtime.h for the model. Compiled into every emulation library (g++ -std=c++20 -O2 -fPIC).
+#include "runtime.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#if defined(__x86_64__) && !defined(DDK_EMU_UCONTEXT)
+#define DDK_EMU_ASM_SWITCH 1
+#else
+#define DDK_EMU_ASM_SWITCH 0
+#include <ucontext.h>
+#endif
+
+// Builds with -fsanitize=address tell ASan about every stack switch (and unpoison reused fiber
+// stacks), so kernels can be checked for out-of-bounds global-memory accesses.
+#if defined(__SANITIZE_ADDRESS__)
+#define DDK_EMU_ASAN 1
+#include <pthread.h>
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#else
+#define DDK_EMU_ASAN 0
+#endif
+
+namespace ddk::emu {
+
+int copy_status(const Status& status, char* buf, std::size_t len) {
+  if (buf != nullptr && len > 0) {
+    const std::size_t n = status.message.size() < len - 1 ? status.message.size() : len - 1;
+    std::memcpy(buf, status.message.data(), n);
+    buf[n] = '\0';
+  }
+  return status.code;
+}
+
+namespace detail {
+
+[[noreturn]] void outside_launch(const char* what) {
+  std::fprintf(stderr, "ddk-emu: %s() called outside an emulated kernel launch\n", what);
+  std::abort();
+}
+
+namespace {
+
+// ------------------------------------------------------------------------------ context switch --
+//
+// x86-64: a hand-written switch saving the System V callee-saved registers (rbx, rbp, r12-r15) on the
+// old stack and swapping stack pointers; MXCSR and the x87 control word are not switched (kernels
+// do not change them). Elsewhere, or with -DDDK_EMU_UCONTEXT, ucontext's swapcontext (which also
+// saves the signal mask: a system call per switch, so much slower).
+
+#if DDK_EMU_ASM_SWITCH
+extern "C" void ddk_emu_switch_ctx(void** save_sp, void* new_sp);
+extern "C" void ddk_emu_fiber_trampoline();
+
+asm(R"(
+  .text
+  .p2align 4
+  .globl ddk_emu_switch_ctx
+  .hidden ddk_emu_switch_ctx
+  .type ddk_emu_switch_ctx, @function
+ddk_emu_switch_ctx:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size ddk_emu_switch_ctx, .-ddk_emu_switch_ctx
+
+  .p2align 4
+  .globl ddk_emu_fiber_trampoline
+  .hidden ddk_emu_fiber_trampoline
+  .type ddk_emu_fiber_trampoline, @function
+ddk_emu_fiber_trampoline:
+  movq %r12, %rdi
+  callq *%r13
+  ud2
+  .size ddk_emu_fiber_trampoline, .-ddk_emu_fiber_trampoline
+)");
+
+struct Context {
+  void* sp = nullptr;
+  const void* stack_lo = nullptr;  // for ASan's fiber annotations
+  std::size_t stack_size = 0;
+};
+
+inline void raw_switch(Context* from, Context* to) { ddk_emu_switch_ctx(&from->sp, to->sp); }
+
+// A fresh context that, when switched to, calls entry(arg) on the given stack (entry never returns).
+void init_context(Context& c, char* stack_lo, std::size_t bytes, void (*entry)(void*), void* arg) {
+  const std::uintptr_t top = (reinterpret_cast<std::uintptr_t>(stack_lo) + bytes) & ~std::uintptr_t{15};
+  // Frame popped by ddk_emu_switch_ctx: r15 r14 r13 r12 rbx rbp, then the return address. The
+  // trampoline then runs with rsp = top - 16 (16-byte aligned), as a call requires.
+  void** sp = reinterpret_cast<void**>(top - 72);
+  sp[0] = nullptr;                                                // r15
+  sp[1] = nullptr;                                                // r14
+  sp[2] = reinterpret_cast<void*>(entry);                         // r13
+  sp[3] = arg;                                                    // r12
+  sp[4] = nullptr;                                                // rbx
+  sp[5] = nullptr;                                                // rbp
+  sp[6] = reinterpret_cast<void*>(&ddk_emu_fiber_trampoline);    // return address
+  sp[7] = nullptr;
+  sp[8] = nullptr;
+  c.sp = sp;
+  c.stack_lo = stack_lo;
+  c.stack_size = bytes;
+}
+#else
+struct Context {
+  ucontext_t uc;
+  const void* stack_lo = nullptr;  // for ASan's fiber annotations
+  std::size_t stack_size = 0;
+};
+
+inline void raw_switch(Context* from, Context* to) { swapcontext(&from->uc, &to->uc); }
+
+void uc_trampoline(unsigned e_hi, unsigned e_lo, unsigned a_hi, unsigned a_lo) {
+  auto entry = reinterpret_cast<void (*)(void*)>((static_cast<std::uintptr_t>(e_hi) << 32) | e_lo);
+  auto arg = reinterpret_cast<void*>((static_cast<std::uintptr_t>(a_hi) << 32) | a_lo);
+  entry(arg);
+  std::abort();
+}
+
+void init_context(Context& c, char* stack_lo, std::size_t bytes, void (*entry)(void*), void* arg) {
+  getcontext(&c.uc);
+  c.uc.uc_stack.ss_sp = stack_lo;
+  c.uc.uc_stack.ss_size = bytes;
+  c.uc.uc_link = nullptr;
+  const auto e = reinterpret_cast<std::uintptr_t>(entry);
+  const auto a = reinterpret_cast<std::uintptr_t>(arg);
+  makecontext(&c.uc, reinterpret_cast<void (*)()>(&uc_trampoline), 4, static_cast<unsigned>(e >> 32),
+              static_cast<unsigned>(e), static_cast<unsigned>(a >> 32), static_cast<unsigned>(a));
+  c.stack_lo = stack_lo;
+  c.stack_size = bytes;
+}
+#endif
+
+// Switches from `from` to `to`; returns when something switches back to `from`. `from_dying`: `from`
+// will never be resumed (lets ASan drop its fake stack).
+inline void switch_ctx(Context* from, Context* to, bool from_dying = false) {
+#if DDK_EMU_ASAN
+  void* fake = nullptr;
+  __sanitizer_start_switch_fiber(from_dying ? nullptr : &fake, to->stack_lo, to->stack_size);
+  raw_switch(from, to);
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+  (void)from_dying;
+  raw_switch(from, to);
+#endif
+}
+
+// First thing on a fresh context's stack.
+inline void context_started() {
+#if DDK_EMU_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+#endif
+}
+
+// The calling OS thread's own stack, for switches back to it under ASan.
+inline void adopt_thread_stack(Context& c) {
+#if DDK_EMU_ASAN
+  if (c.stack_lo != nullptr) return;
+  pthread_attr_t attr;
+  if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+    void* lo = nullptr;
+    std::size_t size = 0;
+    pthread_attr_getstack(&attr, &lo, &size);
+    pthread_attr_destroy(&attr);
+    c.stack_lo = lo;
+    c.stack_size = size;
+  }
+#else
+  (void)c;
+#endif
+}
+
+inline void unpoison_stack(char* lo, std::size_t bytes) {
+#if DDK_EMU_ASAN
+  ASAN_UNPOISON_MEMORY_REGION(lo, bytes);
+#else
+  (void)lo;
+  (void)bytes;
+#endif
+}
+
+// ------------------------------------------------------------------------------------- stacks --
+
+std::size_t stack_bytes_from_env() {
+  std::size_t kb = 256;
+  if (const char* s = std::getenv("DDK_EMU_STACK_KB")) {
+    const long v = std::strtol(s, nullptr, 10);
+    if (v > 0) kb = static_cast<std::size_t>(v);
+  }
+  if (kb < 128) kb = 128;
+  return kb * 1024;
+}
+
+std::size_t page_size() {
+  static const std::size_t p = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return p;
+}
+
+struct Stack {
+  char* map = nullptr;  // guard page first, then the usable stack
+  std::size_t map_bytes = 0;
+  char* lo = nullptr;
+  std::size_t bytes = 0;
+
+  bool allocate(std::size_t usable) {
+    const std::size_t pg = page_size();
+    usable = (usable + pg - 1) / pg * pg;
+    void* p = mmap(nullptr, usable + pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return false;
+    map = static_cast<char*>(p);
+    map_bytes = usable + pg;
+    mprotect(map, pg, PROT_NONE);  // overflow -> SIGSEGV instead of silent corruption
+    lo = map + pg;
+    bytes = usable;
+    return true;
+  }
+  Stack() = default;
+  Stack(const Stack&) = delete;
+  Stack& operator=(const Stack&) = delete;
+  ~Stack() {
+    if (map != nullptr) munmap(map, map_bytes);
+  }
+};
+
+// ------------------------------------------------------------------------------ fibers, worker --
+
+struct Worker;
+
+struct CpCopy {
+  void* dst;
+  const void* src;
+  bool valid;
+};
+
+enum class FState : std::uint8_t { Ready, WaitWarp, WaitBarrier, Diverged, Done };
+
+struct Fiber {
+  ThreadView view;
+  Context ctx;
+  Worker* worker = nullptr;
+  FState state = FState::Ready;
+  Coll wait_kind = Coll::None;
+  Site wait_site{};
+  std::vector<CpCopy> cp;                // queued copies (cp_head.. are pending)
+  std::size_t cp_head = 0;
+  std::vector<std::size_t> cp_groups;    // end index (into cp) of each committed group
+  std::size_t cp_group_head = 0;
+  Stack stack;
+};
+
+struct WarpSlot {
+  Coll kind = Coll::None;
+  Site site{};
+  unsigned arrived = 0;
+  LaneArgs args[32];
+};
+
+constexpr std::size_t kMaxSmem = 101376;  // sm_120 per-block dynamic shared-memory limit
+constexpr std::size_t kRedZone = 4096;    // guard bytes on both sides of the shared-memory buffer
+constexpr unsigned char kSmemFill = 0xCD;
+constexpr unsigned char kRedFill = 0xA7;
+
+struct Worker {
+  std::vector<std::unique_ptr<Fiber>> fibers;
+  std::size_t stack_bytes = 0;
+  unsigned nthreads = 0;
+  Context main_ctx;
+  Fiber* current = nullptr;
+
+  std::vector<Fiber*> queue;  // ring buffer of runnable fibers
+  std::size_t q_head = 0, q_count = 0;
+
+  std::vector<WarpSlot> warps;
+  unsigned bar_arrived = 0;
+  Site bar_site{};
+  std::vector<Fiber*> bar_waiting;
+  unsigned done = 0;
+
+  char* smem_alloc = nullptr;
+  std::size_t smem_alloc_bytes = 0;
+  char* smem = nullptr;
+  std::size_t smem_bytes = 0;
+
+  KernelThunk thunk = nullptr;
+  const void* args = nullptr;
+  Dim3 grid{};
+  unsigned bx = 0, by = 0, bz = 0;
+
+  bool failed = false;
+  Status status;
+
+  ~Worker() { std::free(smem_alloc); }
+
+  void push(Fiber* f) {
+    std::size_t idx = q_head + q_count;
+    if (idx >= queue.size()) idx -= queue.size();
+    queue[idx] = f;
+    ++q_count;
+  }
+  Fiber* pop() {
+    if (q_count == 0) return nullptr;
+    Fiber* f = queue[q_head];
+    if (++q_head == queue.size()) q_head = 0;
+    --q_count;
+    return f;
+  }
+};
+
+thread_local Worker* tl_worker = nullptr;
+
+// --------------------------------------------------------------------------------- formatting --
+
+std::string fmt(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string fmt(const char* f, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, f);
+  std::vsnprintf(buf, sizeof buf, f, ap);
+  va_end(ap);
+  return buf;
+}
+
+const char* coll_name(Coll k) {
+  switch (k) {
+    case Coll::ShflXor: return "shfl_xor";
+    case Coll::Mma: return "mma_bf16_m16n8k16";
+    case Coll::LdmX4: return "ldmatrix_x4";
+    case Coll::LdmX4Trans: return "ldmatrix_x4_trans";
+    case Coll::LdmX2: return "ldmatrix_x2";
+    case Coll::LdmX2Trans: return "ldmatrix_x2_trans";
+    case Coll::SyncBlock: return "sync_block";
+    default: return "?";
+  }
+}
+
+std::string site_str(const Site& s) {
+  const char* file = s.file_name();
+  if (file == nullptr || *file == '\0') return "<unknown site>";
+  const char* slash = std::strrchr(file, '/');
+  return fmt("%s:%u", slash ? slash + 1 : file, static_cast<unsigned>(s.line()));
+}
+
+inline bool same_site(const Site& a, const Site& b) {
+  if (a.line() != b.line() || a.column() != b.column()) return false;
+  const char* fa = a.file_name();
+  const char* fb = b.file_name();
+  return fa == fb || std::strcmp(fa, fb) == 0;
+}
+
+// "0-15", "3", "0-3,5,7-9" for a 32-bit lane mask.
+std::string lane_list(std::uint32_t mask) {
+  std::string out;
+  int l = 0;
+  while (l < 32) {
+    if (!(mask >> l & 1u)) {
+      ++l;
+      continue;
+    }
+    int e = l;
+    while (e + 1 < 32 && (mask >> (e + 1) & 1u)) ++e;
+    if (!out.empty()) out += ",";
+    out += e == l ? fmt("%d", l) : fmt("%d-%d", l, e);
+    l = e + 1;
+  }
+  return out;
+}
+
+std::string lanes_phrase(std::uint32_t mask) {
+  return (__builtin_popcount(mask) == 1 ? "lane " : "lanes ") + lane_list(mask);
+}
+
+std::string block_str(const Worker& w) {
+  return fmt("block (%u,%u,%u) of grid (%u,%u,%u)", w.bx, w.by, w.bz, w.grid.x, w.grid.y, w.grid.z);
+}
+
+std::string thread_str(const Fiber& f) {
+  return fmt("thread %u (warp %u, lane %u)", f.view.tid, f.view.warp, f.view.lane);
+}
+
+void fail(Worker& w, int code, std::string msg) {
+  if (w.failed) return;
+  w.failed = true;
+  w.status.code = code;
+  w.status.message = "ddk-emu: " + std::move(msg);
+}
+
+// ------------------------------------------------------------------------------------ scheduling --
+
+// Leaves fiber f (blocked, done, or aborting) for the next runnable fiber, or for the block's
+// scheduler when none is left. Returns when f is resumed.
+inline void switch_to_next(Fiber* f, bool dying = false) {
+  Worker* w = f->worker;
+  Fiber* n = w->pop();
+  if (n != nullptr) {
+    w->current = n;
+    tl_view = &n->view;
+    switch_ctx(&f->ctx, &n->ctx, dying);
+  } else {
+    w->current = nullptr;
+    tl_view = nullptr;
+    switch_ctx(&f->ctx, &w->main_ctx, dying);
+  }
+}
+
+// Stops the block: back to the scheduler, never to be resumed.
+[[noreturn]] void abort_to_main(Fiber* f) {
+  Worker* w = f->worker;
+  f->state = FState::Diverged;
+  w->current = nullptr;
+  tl_view = nullptr;
+  switch_ctx(&f->ctx, &w->main_ctx, true);
+  std::abort();  // unreachable: an aborted fiber is never switched to again
+}
+
+void fiber_main(void* p) {
+  context_started();
+  Fiber* f = static_cast<Fiber*>(p);
+  Worker* w = f->worker;
+  std::string what;
+  bool threw = false;
+  try {
+    w->thunk(w->args);
+  } catch (const std::exception& e) {
+    threw = true;
+    what = e.what();
+  } catch (...) {
+    threw = true;
+    what = "unknown exception";
+  }
+  if (threw) {
+    fail(*w, kKernelException, fmt("exception escaped the kernel in %s, %s: %s", block_str(*w).c_str(),
+                                    thread_str(*f).c_str(), what.c_str()));
+    abort_to_main(f);
+  }
+  f->state = FState::Done;
+  f->cp.clear();  // copies never waited for are dropped: nothing in this thread can observe them
+  f->cp_groups.clear();
+  ++w->done;
+  switch_to_next(f, true);
+  std::abort();  // unreachable: a finished fiber is never switched to again
+}
+
+// -------------------------------------------------------------------------------- collectives --
+
+inline float bf16_lo(std::uint32_t r) {
+  const std::uint32_t u = r << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline float bf16_hi(std::uint32_t r) {
+  const std::uint32_t u = r & 0xffff0000u;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+void compute_shfl(WarpSlot& s) {
+  std::uint32_t in[32];
+  for (int l = 0; l < 32; ++l) std::memcpy(&in[l], s.args[l].in0, 4);
+  for (unsigned l = 0; l < 32; ++l) {
+    unsigned j = l ^ s.args[l].u;  // shfl.sync.bfly, c = 0x1f: source lane out of [0, 31] -> own value
+    if (j > 31) j = l;
+    std::memcpy(s.args[l].out, &in[j], 4);
+  }
+}
+
+// mma.m16n8k16 .row.col f32.bf16.bf16.f32 (PTX ISA 8.7, "Matrix Fragments for mma.m16n8k16 with
+// floating point type"): gather A, B, C from the 32 lanes, D = A·B + C accumulating in fp32 in k
+// order 0..15 starting from C (bf16 products are exact in fp32), scatter D.
+void compute_mma(WarpSlot& s) {
+  float A[16][16], B[16][8], C[16][8];
+  for (unsigned l = 0; l < 32; ++l) {
+    const unsigned g = l >> 2, t = l & 3u;
+    const auto* a = static_cast<const std::uint32_t*>(s.args[l].in0);
+    const auto* b = static_cast<const std::uint32_t*>(s.args[l].in1);
+    const auto* c = static_cast<const float*>(s.args[l].in2);
+    A[g][2 * t] = bf16_lo(a[0]);
+    A[g][2 * t + 1] = bf16_hi(a[0]);
+    A[g + 8][2 * t] = bf16_lo(a[1]);
+    A[g + 8][2 * t + 1] = bf16_hi(a[1]);
+    A[g][2 * t + 8] = bf16_lo(a[2]);
+    A[g][2 * t + 9] = bf16_hi(a[2]);
+    A[g + 8][2 * t + 8] = bf16_lo(a[3]);
+    A[g + 8][2 * t + 9] = bf16_hi(a[3]);
+    B[2 * t][g] = bf16_lo(b[0]);
+    B[2 * t + 1][g] = bf16_hi(b[0]);
+    B[2 * t + 8][g] = bf16_lo(b[1]);
+    B[2 * t + 9][g] = bf16_hi(b[1]);
+    C[g][2 * t] = c[0];
+    C[g][2 * t + 1] = c[1];
+    C[g + 8][2 * t] = c[2];
+    C[g + 8][2 * t + 1] = c[3];
+  }
+  // Four rows at a time, columns as two 4-wide vectors: every element is still C + p0 + p1 + ... + p15
+  // added in that order (no reassociation, no contraction: bf16 products are exact anyway).
+  typedef float v4f __attribute__((vector_size(16)));
+  float D[16][8];
+  auto ld = [](const float* p) {
+    v4f v;
+    std::memcpy(&v, p, 16);
+    return v;
+  };
+  auto st = [](float* p, v4f v) { std::memcpy(p, &v, 16); };
+  for (int m = 0; m < 16; m += 4) {
+    v4f c00 = ld(&C[m][0]), c01 = ld(&C[m][4]), c10 = ld(&C[m + 1][0]), c11 = ld(&C[m + 1][4]);
+    v4f c20 = ld(&C[m + 2][0]), c21 = ld(&C[m + 2][4]), c30 = ld(&C[m + 3][0]), c31 = ld(&C[m + 3][4]);
+    for (int k = 0; k < 16; ++k) {
+      const v4f b0 = ld(&B[k][0]), b1 = ld(&B[k][4]);
+      const float x0 = A[m][k], x1 = A[m + 1][k], x2 = A[m + 2][k], x3 = A[m + 3][k];
+      const v4f a0 = {x0, x0, x0, x0}, a1 = {x1, x1, x1, x1}, a2 = {x2, x2, x2, x2}, a3 = {x3, x3, x3, x3};
+      c00 += a0 * b0;
+      c01 += a0 * b1;
+      c10 += a1 * b0;
+      c11 += a1 * b1;
+      c20 += a2 * b0;
+      c21 += a2 * b1;
+      c30 += a3 * b0;
+      c31 += a3 * b1;
+    }
+    st(&D[m][0], c00);
+    st(&D[m][4], c01);
+    st(&D[m + 1][0], c10);
+    st(&D[m + 1][4], c11);
+    st(&D[m + 2][0], c20);
+    st(&D[m + 2][4], c21);
+    st(&D[m + 3][0], c30);
+    st(&D[m + 3][4], c31);
+  }
+  for (unsigned l = 0; l < 32; ++l) {
+    const unsigned g = l >> 2, t = l & 3u;
+    auto* d = static_cast<float*>(s.args[l].out);  // may alias this lane's c: all of C was read above
+    d[0] = D[g][2 * t];
+    d[1] = D[g][2 * t + 1];
+    d[2] = D[g + 8][2 * t];
+    d[3] = D[g + 8][2 * t + 1];
+  }
+}
+
+// True when [p, p+16) lies inside the block's shared memory and p is 16-byte aligned; else says why.
+bool check_smem16(const Worker& w, const void* p, std::string* why) {
+  const auto base = reinterpret_cast<std::uintptr_t>(w.smem);
+  const auto addr = reinterpret_cast<std::uintptr_t>(p);
+  const long long off = static_cast<long long>(addr - base);
+  if (addr < base || addr - base + 16 > w.smem_bytes) {
+    if (off > -(1ll << 30) && off < (1ll << 30))
+      *why = fmt("offset %lld (+16 bytes) is outside the block's %zu-byte dynamic shared memory", off, w.smem_bytes);
+    else
+      *why = fmt("address %p is not in the block's dynamic shared memory (%zu bytes at %p)", p, w.smem_bytes,
+                 static_cast<void*>(w.smem));
+    return false;
+  }
+  if (addr % 16 != 0) {
+    *why = fmt("offset %lld is not 16-byte aligned", off);
+    return false;
+  }
+  return true;
+}
+
+inline std::uint16_t load_b16(const char* p) {
+  std::uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+// ldmatrix.sync.aligned.m8n8.x{2,4}{.trans}.shared.b16 (PTX ISA 8.7, "Warp-level matrix load
+// instruction: ldmatrix"): lane l addresses row l%8 of matrix l/8; register i of lane l receives
+// row l/4, columns 2(l%4), 2(l%4)+1 of matrix i (of its transpose with .trans).
+bool compute_ldmatrix(Worker& w, WarpSlot& s, int nmat, bool trans, unsigned warp) {
+  const char* rows[32];
+  std::string first_why;
+  int first_bad = -1;
+  std::uint32_t bad = 0;
+  for (int i = 0; i < nmat * 8; ++i) {  // .x2: only lanes 0-15 supply addresses
+    std::string why;
+    if (!check_smem16(w, s.args[i].in0, &why)) {
+      if (bad == 0) {
+        first_why = why;
+        first_bad = i;
+      }
+      bad |= 1u << i;
+    }
+    rows[i] = static_cast<const char*>(s.args[i].in0);
+  }
+  if (bad != 0) {
+    fail(w, kMemoryError, fmt("%s at %s in %s, warp %u: bad row address from %s (lane %d: %s)", coll_name(s.kind),
+                              site_str(s.site).c_str(), block_str(w).c_str(), warp, lanes_phrase(bad).c_str(),
+                              first_bad, first_why.c_str()));
+    return false;
+  }
+  for (unsigned l = 0; l < 32; ++l) {
+    const unsigned g = l >> 2, t = l & 3u;
+    auto* r = static_cast<std::uint32_t*>(s.args[l].out);
+    for (int i = 0; i < nmat; ++i) {
+      const char* const* m = rows + 8 * i;
+      std::uint16_t lo, hi;
+      if (!trans) {
+        lo = load_b16(m[g] + 2 * (2 * t));
+        hi = load_b16(m[g] + 2 * (2 * t + 1));
+      } else {
+        lo = load_b16(m[2 * t] + 2 * g);
+        hi = load_b16(m[2 * t + 1] + 2 * g);
+      }
+      r[i] = static_cast<std::uint32_t>(lo) | (static_cast<std::uint32_t>(hi) << 16);
+    }
+  }
+  return true;
+}
+
+// ------------------------------------------------------------------------------- block running --
+
+bool red_zones_intact(const Worker& w) {
+  const char* lo_begin = w.smem_alloc;
+  const char* lo_end = w.smem;
+  const char* hi_begin = w.smem + w.smem_bytes;
+  const char* hi_end = w.smem_alloc + w.smem_alloc_bytes;
+  for (const char* p = lo_begin; p < lo_end; ++p)
+    if (static_cast<unsigned char>(*p) != kRedFill) return false;
+  for (const char* p = hi_begin; p < hi_end; ++p)
+    if (static_cast<unsigned char>(*p) != kRedFill) return false;
+  return true;
+}
+
+// One line per group of consecutive warps in the same state; which lanes wait where or have exited.
+std::string deadlock_report(Worker& w) {
+  const unsigned nwarps = w.nthreads / 32;
+  bool any_warp_wait = false;
+  for (unsigned i = 0; i < w.nthreads; ++i) {
+    const FState st = w.fibers[i]->state;
+    if (st == FState::WaitWarp || (st == FState::Diverged && w.fibers[i]->wait_kind != Coll::SyncBlock))
+      any_warp_wait = true;
+  }
+  const bool any_barrier = w.bar_arrived > 0;
+  struct Line {
+    unsigned warp;
+    std::string text;
+  };
+  std::vector<Line> lines;
+  for (unsigned wp = 0; wp < nwarps; ++wp) {
+    struct Group {
+      bool waiting;
+      Coll kind;
+      Site site;
+      std::uint32_t mask;
+    };
+    std::vector<Group> groups;
+    bool all_done = true;
+    for (unsigned l = 0; l < 32; ++l) {
+      const Fiber& f = *w.fibers[wp * 32 + l];
+      const bool waiting = f.state != FState::Done;
+      if (waiting) all_done = false;
+      bool merged = false;
+      for (Group& g : groups) {
+        if (g.waiting != waiting) continue;
+        if (waiting && (g.kind != f.wait_kind || !same_site(g.site, f.wait_site))) continue;
+        g.mask |= 1u << l;
+        merged = true;
+        break;
+      }
+      if (!merged) groups.push_back({waiting, f.wait_kind, f.wait_site, 1u << l});
+    }
+    // A warp that finished is only worth naming when it is missing from a sync_block.
+    if (all_done && !any_barrier) continue;
+    std::string d;
+    for (const Group& g : groups) {
+      if (!d.empty()) d += "; ";
+      d += lanes_phrase(g.mask);
+      if (!g.waiting)
+        d += " exited";
+      else
+        d += fmt(" wait at %s (%s)", coll_name(g.kind), site_str(g.site).c_str());
+    }
+    lines.push_back({wp, std::move(d)});
+  }
+  // Collapse runs of consecutive warps with the same description.
+  std::string body;
+  for (std::size_t li = 0; li < lines.size();) {
+    std::size_t e = li;
+    while (e + 1 < lines.size() && lines[e + 1].text == lines[li].text && lines[e + 1].warp == lines[e].warp + 1) ++e;
+    body += e == li ? fmt("\n  warp %u: ", lines[li].warp) : fmt("\n  warps %u-%u: ", lines[li].warp, lines[e].warp);
+    body += lines[li].text;
+    li = e + 1;
+  }
+  std::string head = fmt("deadlock in %s (%u threads): ", block_str(w).c_str(), w.nthreads);
+  if (any_warp_wait)
+    head += "divergence: a warp collective was not reached by all 32 lanes of its warp at the same call site";
+  if (any_barrier) {
+    if (any_warp_wait) head += "; ";
+    head += fmt("sync_block (%s) reached by %u of %u threads", site_str(w.bar_site).c_str(), w.bar_arrived,
+                w.nthreads);
+  }
+  if (!any_warp_wait && !any_barrier) head += "threads blocked at a sync_block call site that others did not reach";
+  return head + body;
+}
+
+bool ensure_resources(Worker& w, unsigned nthreads, std::size_t smem_bytes) {
+  if (w.stack_bytes == 0) w.stack_bytes = stack_bytes_from_env();
+  while (w.fibers.size() < nthreads) {
+    auto f = std::make_unique<Fiber>();
+    if (!f->stack.allocate(w.stack_bytes)) {
+      fail(w, kInternal, fmt("could not map a %zu-byte fiber stack", w.stack_bytes));
+      return false;
+    }
+    f->worker = &w;
+    w.fibers.push_back(std::move(f));
+  }
+  if (w.queue.size() < nthreads) w.queue.assign(nthreads, nullptr);
+  if (w.warps.size() < nthreads / 32) w.warps.resize(nthreads / 32);
+  w.bar_waiting.reserve(nthreads);
+  const std::size_t rounded = (smem_bytes + 4095) / 4096 * 4096;
+  const std::size_t need = kRedZone + rounded + kRedZone;
+  if (w.smem_alloc_bytes < need) {
+    std::free(w.smem_alloc);
+    w.smem_alloc = static_cast<char*>(std::aligned_alloc(4096, need));
+    w.smem_alloc_bytes = w.smem_alloc ? need : 0;
+    if (w.smem_alloc == nullptr) {
+      fail(w, kInternal, "could not allocate the shared-memory buffer");
+      return false;
+    }
+  }
+  w.smem = w.smem_alloc + kRedZone;
+  w.smem_bytes = smem_bytes;
+  std::memset(w.smem_alloc, kRedFill, w.smem_alloc_bytes);
+  w.nthreads = nthreads;
+  return true;
+}
+
+void run_block(Worker& w, unsigned bx, unsigned by, unsigned bz, unsigned block_x) {
+  w.bx = bx;
+  w.by = by;
+  w.bz = bz;
+  for (unsigned i = 0; i < block_x; ++i) {
+    Fiber& f = *w.fibers[i];
+    f.view.tid = i;
+    f.view.lane = i & 31u;
+    f.view.warp = i >> 5;
+    f.view.bx = bx;
+    f.view.by = by;
+    f.view.bz = bz;
+    f.view.block_dim = block_x;
+    f.view.gx = w.grid.x;
+    f.view.gy = w.grid.y;
+    f.view.gz = w.grid.z;
+    f.view.smem = w.smem;
+    f.view.owner = &f;
+    f.state = FState::Ready;
+    f.wait_kind = Coll::None;
+    f.cp.clear();
+    f.cp_head = 0;
+    f.cp_groups.clear();
+    f.cp_group_head = 0;
+    unpoison_stack(f.stack.lo, f.stack.bytes);  // frames abandoned by an earlier block
+    init_context(f.ctx, f.stack.lo, f.stack.bytes, &fiber_main, &f);
+  }
+  for (unsigned wp = 0; wp < block_x / 32; ++wp) {
+    w.warps[wp].kind = Coll::None;
+    w.warps[wp].arrived = 0;
+  }
+  w.bar_arrived = 0;
+  w.bar_waiting.clear();
+  w.done = 0;
+  std::memset(w.smem, kSmemFill, w.smem_bytes);
+  w.q_head = 0;
+  w.q_count = 0;
+  for (unsigned i = 0; i < block_x; ++i) w.push(w.fibers[i].get());
+
+  adopt_thread_stack(w.main_ctx);
+  Fiber* first = w.pop();
+  w.current = first;
+  tl_view = &first->view;
+  switch_ctx(&w.main_ctx, &first->ctx);
+  tl_view = nullptr;
+  w.current = nullptr;
+
+  if (w.failed) return;
+  if (w.done != block_x) {
+    fail(w, kDivergence, deadlock_report(w));
+    return;
+  }
+  if (!red_zones_intact(w)) {
+    fail(w, kMemoryError,
+         fmt("%s wrote outside its %zu-byte dynamic shared memory (the guard bytes before or after it changed)",
+             block_str(w).c_str(), w.smem_bytes));
+  }
+}
+
+std::mutex g_pool_mu;
+std::vector<std::unique_ptr<Worker>> g_pool;
+
+std::unique_ptr<Worker> acquire_worker() {
+  std::lock_guard<std::mutex> lock(g_pool_mu);
+  if (g_pool.empty()) return std::make_unique<Worker>();
+  auto w = std::move(g_pool.back());
+  g_pool.pop_back();
+  return w;
+}
+
+void release_worker(std::unique_ptr<Worker> w) {
+  w->failed = false;
+  w->status = Status{};
+  std::lock_guard<std::mutex> lock(g_pool_mu);
+  g_pool.push_back(std::move(w));
+}
+
+int workers_from_env() {
+  if (const char* s = std::getenv("DDK_EMU_WORKERS")) {
+    const long v = std::strtol(s, nullptr, 10);
+    if (v > 0) return static_cast<int>(v);
+  }
+  return 1;
+}
+
+inline Fiber* current_fiber(const char* what) {
+  ThreadView* v = tl_view;
+  if (v == nullptr) outside_launch(what);
+  return static_cast<Fiber*>(v->owner);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------ primitive entry --
+
+void warp_collective(Coll kind, const LaneArgs& args, const Site& site) {
+  Fiber* f = current_fiber(coll_name(kind));
+  Worker& w = *f->worker;
+  const unsigned warp = f->view.warp;
+  WarpSlot& s = w.warps[warp];
+  if (s.arrived == 0) {
+    s.kind = kind;
+    s.site = site;
+  } else if (s.kind != kind || !same_site(s.site, site)) {
+    // Another collective of this warp is pending elsewhere: neither can complete. Park this lane;
+    // the deadlock report lists both groups once nothing else can run.
+    f->state = FState::Diverged;
+    f->wait_kind = kind;
+    f->wait_site = site;
+    switch_to_next(f);
+    abort_to_main(f);
+  }
+  s.args[f->view.lane] = args;
+  if (++s.arrived < 32) {
+    f->state = FState::WaitWarp;
+    f->wait_kind = kind;
+    f->wait_site = site;
+    switch_to_next(f);
+    return;  // the last lane to arrive wrote this lane's result
+  }
+  bool ok = true;
+  switch (kind) {
+    case Coll::ShflXor: compute_shfl(s); break;
+    case Coll::Mma: compute_mma(s); break;
+    case Coll::LdmX4: ok = compute_ldmatrix(w, s, 4, false, warp); break;
+    case Coll::LdmX4Trans: ok = compute_ldmatrix(w, s, 4, true, warp); break;
+    case Coll::LdmX2: ok = compute_ldmatrix(w, s, 2, false, warp); break;
+    case Coll::LdmX2Trans: ok = compute_ldmatrix(w, s, 2, true, warp); break;
+    default: break;
+  }
+  if (!ok) abort_to_main(f);
+  s.arrived = 0;
+  s.kind = Coll::None;
+  const unsigned base = warp * 32;
+  for (unsigned l = 0; l < 32; ++l) {
+    Fiber* g = w.fibers[base + l].get();
+    if (g == f) continue;
+    g->state = FState::Ready;
+    g->wait_kind = Coll::None;
+    w.push(g);
+  }
+}
+
+void sync_block(const Site& site) {
+  Fiber* f = current_fiber("sync_block");
+  Worker& w = *f->worker;
+  if (w.bar_arrived == 0) {
+    w.bar_site = site;
+  } else if (!same_site(w.bar_site, site)) {
+    f->state = FState::Diverged;
+    f->wait_kind = Coll::SyncBlock;
+    f->wait_site = site;
+    switch_to_next(f);
+    abort_to_main(f);
+  }
+  if (++w.bar_arrived < w.nthreads) {
+    f->state = FState::WaitBarrier;
+    f->wait_kind = Coll::SyncBlock;
+    f->wait_site = site;
+    w.bar_waiting.push_back(f);
+    switch_to_next(f);
+    return;
+  }
+  w.bar_arrived = 0;
+  for (Fiber* g : w.bar_waiting) {
+    g->state = FState::Ready;
+    g->wait_kind = Coll::None;
+    w.push(g);
+  }
+  w.bar_waiting.clear();
+}
+
+void cp_async_16(void* smem_dst, const void* gmem_src, bool valid, const Site& site) {
+  Fiber* f = current_fiber("cp_async_16");
+  Worker& w = *f->worker;
+  std::string why;
+  if (!check_smem16(w, smem_dst, &why)) {
+    fail(w, kMemoryError, fmt("cp_async_16 at %s in %s, %s: shared destination %s", site_str(site).c_str(),
+                              block_str(w).c_str(), thread_str(*f).c_str(), why.c_str()));
+    abort_to_main(f);
+  }
+  if (valid && (gmem_src == nullptr || reinterpret_cast<std::uintptr_t>(gmem_src) % 16 != 0)) {
+    fail(w, kMemoryError,
+         fmt("cp_async_16 at %s in %s, %s: global source %s", site_str(site).c_str(), block_str(w).c_str(),
+             thread_str(*f).c_str(),
+             gmem_src == nullptr ? "is a null pointer" : fmt("%p is not 16-byte aligned", gmem_src).c_str()));
+    abort_to_main(f);
+  }
+  f->cp.push_back({smem_dst, gmem_src, valid});
+}
+
+void cp_async_commit() {
+  Fiber* f = current_fiber("cp_async_commit");
+  f->cp_groups.push_back(f->cp.size());
+}
+
+void cp_async_wait(int n, const Site&) {
+  Fiber* f = current_fiber("cp_async_wait");
+  const std::size_t committed = f->cp_groups.size() - f->cp_group_head;
+  if (committed > static_cast<std::size_t>(n)) {
+    const std::size_t last = f->cp_group_head + committed - static_cast<std::size_t>(n) - 1;
+    const std::size_t upto = f->cp_groups[last];
+    for (std::size_t i = f->cp_head; i < upto; ++i) {
+      const CpCopy& c = f->cp[i];
+      if (c.valid)
+        std::memcpy(c.dst, c.src, 16);
+      else
+        std::memset(c.dst, 0, 16);
+    }
+    if (upto > f->cp_head) f->cp_head = upto;
+    f->cp_group_head = last + 1;
+  }
+  // Drop what is done so a pipeline that always keeps groups in flight uses bounded memory.
+  if (f->cp_head == f->cp.size() && f->cp_group_head == f->cp_groups.size()) {
+    f->cp.clear();
+    f->cp_groups.clear();
+    f->cp_head = 0;
+    f->cp_group_head = 0;
+  } else if (f->cp_head >= 64 && 2 * f->cp_head >= f->cp.size()) {
+    const std::size_t h = f->cp_head;
+    f->cp.erase(f->cp.begin(), f->cp.begin() + static_cast<std::ptrdiff_t>(h));
+    f->cp_groups.erase(f->cp_groups.begin(), f->cp_groups.begin() + static_cast<std::ptrdiff_t>(f->cp_group_head));
+    for (std::size_t& e : f->cp_groups) e = e >= h ? e - h : 0;
+    f->cp_head = 0;
+    f->cp_group_head = 0;
+  }
+}
+
+void cp_async_wait_all(const Site& site) {
+  cp_async_commit();
+  cp_async_wait(0, site);
+}
+
+// ------------------------------------------------------------------------------------- launch --
+
+Status launch_erased(KernelThunk thunk, const void* args, Dim3 grid, unsigned block_x, std::size_t smem_bytes,
+                     const LaunchOptions& options) {
+  Status bad;
+  bad.code = kInvalidLaunch;
+  if (tl_worker != nullptr || tl_view != nullptr) {
+    bad.message = "ddk-emu: launch from inside an emulated kernel is not supported";
+    return bad;
+  }
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.y > 65535 || grid.z > 65535) {
+    bad.message = fmt("ddk-emu: invalid grid (%u,%u,%u): every dimension must be >= 1 (y, z <= 65535)", grid.x,
+                      grid.y, grid.z);
+    return bad;
+  }
+  if (block_x == 0 || block_x % 32 != 0 || block_x > 1024) {
+    bad.message = fmt("ddk-emu: invalid block size %u: must be a multiple of 32 in [32, 1024]", block_x);
+    return bad;
+  }
+  if (smem_bytes > kMaxSmem) {
+    bad.message = fmt("ddk-emu: %zu bytes of dynamic shared memory requested; the per-block limit is %zu (sm_120)",
+                      smem_bytes, kMaxSmem);
+    return bad;
+  }
+  const std::uint64_t nblocks = std::uint64_t{grid.x} * grid.y * grid.z;
+  std::uint64_t nworkers = static_cast<std::uint64_t>(options.workers > 0 ? options.workers : workers_from_env());
+  if (nworkers > nblocks) nworkers = nblocks;
+  if (nworkers > 256) nworkers = 256;
+
+  std::atomic<std::uint64_t> next{0};
+  std::atomic<bool> stop{false};
+  std::mutex err_mu;
+  Status first_error;
+
+  auto work = [&]() {
+    std::unique_ptr<Worker> w = acquire_worker();
+    tl_worker = w.get();
+    w->thunk = thunk;
+    w->args = args;
+    w->grid = grid;
+    if (ensure_resources(*w, block_x, smem_bytes)) {
+      while (!stop.load(std::memory_order_relaxed)) {
+        const std::uint64_t b = next.fetch_add(1, std::memory_order_relaxed);
+        if (b >= nblocks) break;
+        const auto bx = static_cast<unsigned>(b % grid.x);
+        const auto by = static_cast<unsigned>(b / grid.x % grid.y);
+        const auto bz = static_cast<unsigned>(b / (std::uint64_t{grid.x} * grid.y));
+        run_block(*w, bx, by, bz, block_x);
+        if (w->failed) break;
+      }
+    }
+    if (w->failed) {
+      stop.store(true);
+      std::lock_guard<std::mutex> lock(err_mu);
+      if (first_error.ok()) first_error = w->status;
+    }
+    tl_worker = nullptr;
+    release_worker(std::move(w));
+  };
+
+  if (nworkers <= 1) {
+    work();
+  } else {
+    std::vector<std::thread> threads;
+    threads.reserve(nworkers);
+    try {
+      for (std::uint64_t i = 0; i < nworkers; ++i) threads.emplace_back(work);
+    } catch (const std::exception& e) {
+      stop.store(true);
+      for (auto& t : threads) t.join();
+      Status st;
+      st.code = kInternal;
+      st.message = fmt("ddk-emu: could not start worker threads: %s", e.what());
+      return st;
+    }
+    for (auto& t : threads) t.join();
+  }
+  return first_error;
+}
+
+}  // namespace detail
+
+// Round-trip time of the raw context switch, halved: two contexts on this OS thread ping-pong.
+double measure_switch_ns(int rounds) {
+  using namespace detail;
+  struct Bench {
+    Context main_ctx, fiber_ctx;
+    Stack stack;
+    static void loop(void* p) {
+      context_started();
+      auto* b = static_cast<Bench*>(p);
+      for (;;) switch_ctx(&b->fiber_ctx, &b->main_ctx);
+    }
+  };
+  auto b = std::make_unique<Bench>();
+  if (!b->stack.allocate(128 * 1024)) return -1.0;
+  init_context(b->fiber_ctx, b->stack.lo, b->stack.bytes, &Bench::loop, b.get());
+  adopt_thread_stack(b->main_ctx);
+  switch_ctx(&b->main_ctx, &b->fiber_ctx);  // warm up
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < rounds; ++i) switch_ctx(&b->main_ctx, &b->fiber_ctx);
+  const auto t1 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::nano>(t1 - t0).count() / (2.0 * rounds);
+}
+
+}  // namespace ddk::emu
