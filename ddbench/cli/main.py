@@ -13,6 +13,7 @@ import click
 import torch
 
 from ddbench.cli.env_cmd import env_command
+from ddbench.cli.kernel_cmd import kernel_check_command
 from ddbench.cli.list_cmd import list_command
 from ddbench.cli.run_cmd import run_command
 from ddbench.cli.validate_cmd import validate_command
@@ -45,6 +46,7 @@ cli.add_command(validate_command)
 cli.add_command(list_command)
 cli.add_command(run_command)
 cli.add_command(env_command)
+cli.add_command(kernel_check_command)
 
 
 def main() -> None:

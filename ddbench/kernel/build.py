@@ -105,7 +105,7 @@ def _compiler_identity(cxx: str) -> str:
 
 
 def _headers() -> list[Path]:
-    """Every header under kernels/ (a kernel's .cuh included by its launcher must invalidate the cache too)."""
+    """Every header under kernels/: a .cuh that a launcher includes must invalidate the cache too."""
     kernels = find_kernels_dir()
     return sorted(p for p in kernels.rglob("*") if p.is_file() and p.suffix in _HEADER_SUFFIXES)
 
