@@ -9,7 +9,7 @@ ALL_SUITES := suites/smoke.json suites/k26-tp8-parity.json suites/k26-verify.jso
 HAS_CUDA := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 RESULTS := results
 
-.PHONY: test smoke suite suites lint env clean
+.PHONY: test smoke suite suites lint env kernel-check device-check device-wheels clean
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider
@@ -34,11 +34,23 @@ lint: $(STAMP)
 env: $(STAMP)
 	$(BIN)/ddbench env
 
+# nvcc builds the kernels for sm_120 and sm_90: no spills, <= 255 registers, <= 99 KB smem, HMMA and no HGMMA/UTC*.
+kernel-check: $(STAMP)
+	$(BIN)/ddbench kernel-check --json $(RESULTS)/kernel-check.json
+
+# On a GPU machine (the device tool's H200): the machine's own python3 and torch, no venv and no network;
+# wheels it lacks travel in .whl/ (make device-wheels here). Writes $$OUT/device-check.json.
+device-check:
+	bash scripts/device-check.sh
+
+device-wheels:
+	bash scripts/device-wheels.sh
+
 $(STAMP): pyproject.toml requirements/torch-cpu.txt requirements/sglang-kernel.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 ifeq ($(HAS_CUDA),1)
-	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q torch==2.13.0 ninja
 else
 	$(BIN)/python -m pip install -q -r requirements/torch-cpu.txt
 endif

@@ -15,7 +15,7 @@ from ddbench.metrics import ERROR, FAIL, SKIPPED
 from ddbench.report.junit import write_junit
 from ddbench.report.outputs import save_outputs
 from ddbench.report.results_file import ResultsFile
-from ddbench.report.table import results_table
+from ddbench.report.table import results_table, skipped_summary
 from ddbench.runner import CaseResult, backends_for, run_case
 from ddbench.suite import Case
 
@@ -121,6 +121,8 @@ def run_command(
         write_junit(junit_path, results)
 
     stdout.print(results_table(results))
+    if note := skipped_summary(results):
+        stdout.print(note, highlight=False)
     failed = [r for r in results if r.status in (FAIL, ERROR)]
     judged = [r for r in results if r.status != SKIPPED]
     summary = f"{len(results) - len(failed)} passed, {len(failed)} failed"

@@ -30,17 +30,18 @@ def kernel_sources_hash() -> str:
 
 
 @cache
-def load_cuda_extension() -> ModuleType:
+def load_cuda_extension(binding: Path = BINDING, name: str = "ddbench_verify") -> ModuleType:
+    """Build (or load the cached build of) a kernels/ binding for the local GPU's architecture."""
     from torch.utils.cpp_extension import load
 
     major, minor = torch.cuda.get_device_capability()
     arch = f"{major}{minor}"
     kernels = find_kernels_dir()
-    directory = build_dir() / f"cuda-sm{arch}-{kernel_sources_hash()}"
+    directory = build_dir() / f"{name}-sm{arch}-{kernel_sources_hash()}"
     directory.mkdir(parents=True, exist_ok=True)
     return load(
-        name=f"ddbench_verify_sm{arch}",
-        sources=[str(kernels / BINDING)],
+        name=f"{name}_sm{arch}",
+        sources=[str(kernels / binding)],
         extra_include_paths=[str(kernels / "include"), str(kernels)],
         extra_cuda_cflags=["-O3", "-std=c++17", f"-gencode=arch=compute_{arch},code=sm_{arch}"],
         build_directory=str(directory),

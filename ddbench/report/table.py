@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from rich.markup import escape
@@ -47,19 +48,34 @@ def cases_table(cases: Sequence[Case], title: str) -> Table:
     return table
 
 
+def skipped_summary(results: Sequence[CaseResult]) -> str | None:
+    """One line for the pairs left out of the table: bounds naming backends this run did not select."""
+    reasons = Counter(
+        reason
+        for r in results
+        for p in r.pairs
+        if p.verdict.status == SKIPPED
+        for reason in p.verdict.reasons
+    )
+    if not reasons:
+        return None
+    return "not judged: " + ", ".join(f"{n} pairs ({reason})" for reason, n in reasons.most_common())
+
+
 def results_table(results: Sequence[CaseResult]) -> Table:
     table = Table(title="parity", title_justify="left")
     table.add_column("case", no_wrap=True)
     table.add_column("pair", no_wrap=True)
     for column in ("max row ULP", "mean row ULP", "p99.9 ULP", "max abs", "rel L2"):
         table.add_column(column, justify="right")
-    table.add_column("time")
+    table.add_column("time", justify="right")  # the candidate's call
     table.add_column("verdict", overflow="fold")
     for r in results:
         times = " ".join(f"{name} {run.seconds:.2f}s" for name, run in r.runs.items())
         if r.error or not r.pairs:
             table.add_row(r.case.id, "-", *[""] * 5, times, _status(r.status, r.error or "no bound judged"))
-        for p in r.pairs:
+        shown = [p for p in r.pairs if p.verdict.status != SKIPPED] or r.pairs
+        for p in shown:
             f = p.figures
             figures = (
                 (
@@ -73,5 +89,12 @@ def results_table(results: Sequence[CaseResult]) -> Table:
                 else ("",) * 5
             )
             verdict = _status(p.verdict.status, "; ".join(p.verdict.reasons))
-            table.add_row(r.case.id, f"{p.candidate} vs {p.against}", *figures, times, verdict)
+            run = r.runs.get(p.candidate)
+            table.add_row(
+                r.case.id,
+                f"{p.candidate} vs {p.against}",
+                *figures,
+                f"{run.seconds:.2f}s" if run else "",
+                verdict,
+            )
     return table

@@ -1,0 +1,212 @@
+"""The device script (`make device-check`): everything that needs a GPU, in one run of a few minutes.
+
+Steps: build the kernel for the local arch; the emulated warp primitives against the hardware's; parity of
+cuda vs triton vs the references on the smoke suite, the kernel suite and a GPU-sized subset; the sanitizer's
+memcheck and racecheck on two small cases; a short latency table cuda vs triton. Each step's result is written
+to $OUT/device-check.json (or results/device/) as soon as it ends, so a timeout keeps what finished.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ddbench.atomic import write_json_atomic
+from ddbench.backends import get_backend
+from ddbench.environment import environment
+from ddbench.report.results_file import ResultsFile
+from ddbench.runner import run_case
+from ddbench.suite import Case, load_suite
+from ddbench.suite.select import case_filter
+
+PARITY_SUITES = (
+    ("suites/smoke.json", None),
+    ("suites/kernel-parity.json", None),
+    ("suites/k26-verify.json", "gpu and full and bs4 and (p4096 or p32768)"),
+)
+SANITIZER_CASES = ("suites/kernel-parity.json", "q1 and p500", "ragged and ddtree")
+LATENCY_CASES = (
+    ("suites/k26-tp8-parity.json", ""),
+    ("suites/k26-verify.json", "full and tp8 and bs1 and p4096 and ddtree-b16"),
+    ("suites/k26-verify.json", "full and tp8 and bs4 and p32768 and ddtree-b64"),
+    ("suites/k26-verify.json", "full and deepseek and bs16 and p32768 and chain16"),
+)
+PARITY_DEADLINE_S = 240
+SANITIZER_TIMEOUT_S = 150
+
+
+def _cases(path: str, expression: str | None) -> list[Case]:
+    keep = case_filter(expression)
+    return [c for c in load_suite(path).cases if keep(c)]
+
+
+def _gpu_backends(case: Case) -> list[str]:
+    """The suite's backends with the emulation swapped for the hardware kernel."""
+    names = [("cuda" if n == "cuda-emu" else n) for n in case.backends] or ["reference", "triton", "cuda"]
+    return list(dict.fromkeys([*names, "cuda"]))
+
+
+def step_build() -> dict[str, Any]:
+    start = time.perf_counter()
+    status = get_backend("cuda").availability()
+    return {"ok": status.ok, "detail": status.detail, "seconds": round(time.perf_counter() - start, 1)}
+
+
+def step_primitives() -> dict[str, Any]:
+    from ddbench.device.fragments import compare, random_probe_data, run_emulated, run_hardware
+
+    data = random_probe_data(trials=256, seed=11)
+    return compare(run_emulated(data), run_hardware(data))
+
+
+def step_parity(out_dir: Path) -> dict[str, Any]:
+    deadline = time.perf_counter() + PARITY_DEADLINE_S
+    backends: dict[str, Any] = {}
+    summary: dict[str, Any] = {"suites": {}, "worst_max_row_ulp": {}, "failures": [], "truncated": False}
+    for path, expression in PARITY_SUITES:
+        results = ResultsFile(out_dir / f"parity-{Path(path).stem}.json", [path], environment())
+        counts = {"pass": 0, "fail": 0, "error": 0, "skipped": 0}
+        for case in _cases(path, expression):
+            if time.perf_counter() > deadline:
+                summary["truncated"] = True
+                break
+            names = _gpu_backends(case)
+            for name in names:
+                backends.setdefault(name, get_backend(name))
+            result = run_case(case, {n: backends[n] for n in names}, torch.device("cuda"))
+            results.add(result)
+            counts[result.status] += 1
+            if result.status in ("fail", "error"):
+                summary["failures"].append(
+                    {"case": case.id, "pairs": [p.to_json() for p in result.pairs], "error": result.error}
+                )
+            for pair in result.pairs:
+                if pair.figures is not None:
+                    key = f"{pair.candidate} vs {pair.against}"
+                    worst = summary["worst_max_row_ulp"].get(key, 0.0)
+                    summary["worst_max_row_ulp"][key] = max(worst, pair.figures.max_row_ulp)
+        results.finish()
+        summary["suites"][path] = counts
+    summary["ok"] = not summary["failures"]
+    return summary
+
+
+def _sanitize(tool: str, case_ids: list[str]) -> dict[str, Any]:
+    sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+    if not Path(sanitizer).exists():
+        return {"ok": False, "unavailable": "compute-sanitizer not found"}
+    cmd = [
+        sanitizer,
+        "--tool",
+        tool,
+        "--error-exitcode",
+        "9",
+        sys.executable,
+        "-m",
+        "ddbench.device.sanitize",
+        SANITIZER_CASES[0],
+        *case_ids,
+    ]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=SANITIZER_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"timed out after {SANITIZER_TIMEOUT_S} s"}
+    output = proc.stdout + proc.stderr
+    errors = [int(n) for n in re.findall(r"ERROR SUMMARY: (\d+) error", output)]
+    return {
+        "ok": proc.returncode == 0 and bool(errors) and not any(errors),
+        "returncode": proc.returncode,
+        "errors": errors,
+        "tail": output[-3000:],
+    }
+
+
+def step_sanitizer() -> dict[str, Any]:
+    path, *expressions = SANITIZER_CASES
+    ids = [_cases(path, e)[0].id for e in expressions]
+    reports = {tool: _sanitize(tool, ids) for tool in ("memcheck", "racecheck")}
+    return {"cases": ids, **reports, "ok": all(r["ok"] for r in reports.values())}
+
+
+def step_latency() -> dict[str, Any]:
+    from ddbench.device.latency import time_backend
+    from ddbench.inputs import generate_inputs
+
+    cuda, triton = get_backend("cuda"), get_backend("triton")
+    rows = []
+    for path, expression in LATENCY_CASES:
+        for case in _cases(path, expression or None)[:1]:
+            inputs = generate_inputs(case, "cuda")
+            timed = {name: time_backend(b, inputs) for name, b in (("cuda", cuda), ("triton", triton))}
+            rows.append(
+                {
+                    "case": case.id,
+                    **{f"{n}_median_us": round(t["median_us"], 2) for n, t in timed.items()},
+                    **{f"{n}_iqr_us": round(t["iqr_us"], 2) for n, t in timed.items()},
+                    "ratio_cuda_over_triton": round(
+                        timed["cuda"]["median_us"] / timed["triton"]["median_us"], 3
+                    ),
+                }
+            )
+    return {"ok": True, "rows": rows}
+
+
+def main() -> int:
+    out_dir = Path(os.environ.get("OUT") or "results/device")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "environment": environment(),
+        "steps": {},
+    }
+    path = out_dir / "device-check.json"
+    if not torch.cuda.is_available():
+        report["unavailable"] = "no CUDA GPU here (torch.cuda.is_available() is False)"
+        write_json_atomic(path, report)
+        print(f"device-check: unavailable: {report['unavailable']}")
+        return 3
+    steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
+        ("build", step_build),
+        ("primitives", step_primitives),
+        ("parity", lambda: step_parity(out_dir)),
+        ("sanitizer", step_sanitizer),
+        ("latency", step_latency),
+    ]
+    for name, step in steps:
+        start = time.perf_counter()
+        try:
+            result = step()
+        except Exception as err:  # one broken step must not hide the others' results
+            result = {
+                "ok": False,
+                "error": f"{type(err).__name__}: {err}",
+                "traceback": traceback.format_exc()[-4000:],
+            }
+        result["seconds"] = round(time.perf_counter() - start, 1)
+        report["steps"][name] = result
+        write_json_atomic(path, report)
+        print(
+            f"device-check: {name}: {'ok' if result.get('ok') else 'FAIL'} ({result['seconds']} s)",
+            flush=True,
+        )
+    for row in report["steps"].get("latency", {}).get("rows", []):
+        print(
+            f"  {row['case']}: cuda {row['cuda_median_us']} us, triton {row['triton_median_us']} us, "
+            f"ratio {row['ratio_cuda_over_triton']}"
+        )
+    return 0 if all(s.get("ok") for s in report["steps"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
