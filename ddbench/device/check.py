@@ -33,7 +33,7 @@ from ddbench.suite.select import case_filter
 PARITY_SUITES = (
     ("suites/smoke.json", None),
     ("suites/kernel-parity.json", None),
-    ("suites/k26-verify.json", "gpu and full and bs4 and (p4096 or p32768)"),
+    ("suites/k26-verify.json", "gpu and full and tp8 and bs4 and (p4096 or p32768)"),
 )
 SANITIZER_CASES = ("suites/kernel-parity.json", "q1 and p500", "ragged and ddtree")
 LATENCY_CASES = (

@@ -1,0 +1,94 @@
+"""The device script's CPU-side parts: case selections, the no-GPU answer, the emulated fragment probe."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from ddbench.device import check
+from ddbench.device.fragments import compare, random_probe_data, run_emulated
+
+
+@pytest.mark.parametrize(
+    ("path", "expression"),
+    [
+        *check.PARITY_SUITES,
+        *[(check.SANITIZER_CASES[0], e) for e in check.SANITIZER_CASES[1:]],
+        *check.LATENCY_CASES,
+    ],
+)
+def test_every_selection_finds_cases(path, expression):
+    assert check._cases(path, expression or None), f"{path} -k {expression!r} selects nothing"
+
+
+def test_gpu_subset_is_gpu_sized_and_bounded():
+    cases = check._cases(*check.PARITY_SUITES[2])
+    assert 8 <= len(cases) <= 40
+    assert all("gpu" in c.tags and max(c.prefix_lens) >= 4096 for c in cases)
+
+
+def test_emulation_is_swapped_for_the_hardware_kernel():
+    case = check._cases("suites/smoke.json", None)[0]
+    names = check._gpu_backends(case)
+    assert "cuda" in names and "cuda-emu" not in names and "triton" in names
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the answer on a machine without a GPU")
+def test_without_a_gpu_it_says_unavailable(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OUT", str(tmp_path))
+    assert check.main() == 3
+    report = json.loads((tmp_path / "device-check.json").read_text())
+    assert "no CUDA GPU" in report["unavailable"]
+    assert "unavailable" in capsys.readouterr().out
+
+
+def _bf16_pairs(words: torch.Tensor) -> torch.Tensor:
+    """(…, n) uint32 words -> (…, n, 2) floats: low half first."""
+    return words.contiguous().view(torch.bfloat16).float().view(*words.shape, 2)
+
+
+def test_emulated_probe_matches_the_ptx_layouts():
+    data = random_probe_data(trials=3, seed=5)
+    out = run_emulated(data)
+    for t in range(data.trials):
+        a, b = _bf16_pairs(data.a[t]), _bf16_pairs(data.b[t])
+        A, B, C = torch.zeros(16, 16), torch.zeros(16, 8), torch.zeros(16, 8)
+        for lane in range(32):
+            g, k = lane // 4, lane % 4
+            for reg, (row, col) in enumerate(
+                ((g, 2 * k), (g + 8, 2 * k), (g, 2 * k + 8), (g + 8, 2 * k + 8))
+            ):
+                A[row, col : col + 2] = a[lane, reg]
+            for reg, row in enumerate((2 * k, 2 * k + 8)):
+                B[row : row + 2, g] = b[lane, reg]
+            C[g, 2 * k : 2 * k + 2] = data.c[t, lane, :2]
+            C[g + 8, 2 * k : 2 * k + 2] = data.c[t, lane, 2:]
+        D = (A.double() @ B.double() + C.double()).float()
+        for lane in range(32):
+            g, k = lane // 4, lane % 4
+            expected = torch.stack([D[g, 2 * k], D[g, 2 * k + 1], D[g + 8, 2 * k], D[g + 8, 2 * k + 1]])
+            torch.testing.assert_close(out.d[t, lane], expected, rtol=1e-5, atol=1e-4)
+        tiles = data.tiles[t].view(torch.bfloat16).float()  # (4, 8, 8)
+        got = _bf16_pairs(out.ldm[t])
+        got_t = _bf16_pairs(out.ldm_trans[t])
+        for lane in range(32):
+            row, col = lane // 4, 2 * (lane % 4)
+            for m in range(4):
+                assert torch.equal(got[lane, m], tiles[m, row, col : col + 2])
+                assert torch.equal(got_t[lane, m], tiles[m].T[row, col : col + 2])
+        for lane in range(32):
+            for i in range(5):
+                assert out.shuffled[t, lane, i] == data.values[t, lane ^ (1 << i)]
+
+
+def test_compare_flags_a_wrong_hardware_result():
+    data = random_probe_data(trials=2, seed=6)
+    emulated = run_emulated(data)
+    assert compare(emulated, emulated)["ok"]
+    broken = run_emulated(data)
+    broken.ldm_trans = broken.ldm.clone()
+    broken.d = broken.d * 1.001
+    report = compare(emulated, broken)
+    assert not report["ok"] and report["ldmatrix_trans_mismatches"] > 0 and report["mma_max_fp32_ulp"] > 4
