@@ -1,0 +1,136 @@
+"""Runs as a whole: backends from entry points, crash safety of the results file, the relative bound."""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import EntryPoint
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from ddbench.backends import Availability, get_backend, known_backend_names, registry
+from ddbench.backends.reference import ReferenceBackend
+from ddbench.cli.main import cli
+from ddbench.metrics import FAIL, PASS, SKIPPED, parity_figures
+from ddbench.metrics.verdict import judge
+from ddbench.runner import run_case
+from ddbench.suite import ParityBound, parse_suite
+
+SUITE = {
+    "name": "runs",
+    "defaults": {"model": "kimi-k2.6", "layout": {"tp": 8}, "prefix": 9},
+    "cases": [
+        {
+            "matrix": {
+                "tree": [
+                    {"kind": "chain", "length": 3},
+                    {"kind": "ddtree", "budget": 4},
+                    {"kind": "star", "size": 5},
+                ]
+            }
+        }
+    ],
+}
+
+
+class Rounded:
+    """Reference rounded to bf16: a correct kernel."""
+
+    name = "rounded"
+
+    def availability(self) -> Availability:
+        return Availability.yes("test")
+
+    def run(self, inputs):
+        inputs.o_extend.copy_(ReferenceBackend().run(inputs))
+        return inputs.o_extend
+
+
+class Interrupting(Rounded):
+    """Correct on the first case, then the user presses Ctrl-C."""
+
+    name = "interrupting"
+    calls = 0
+
+    def run(self, inputs):
+        Interrupting.calls += 1
+        if Interrupting.calls > 1:
+            raise KeyboardInterrupt
+        return super().run(inputs)
+
+
+def _entry_points(**objects):
+    def fake(group=None):
+        assert group == registry.ENTRY_POINT_GROUP
+        return [EntryPoint(name, f"{__name__}:{attr}", group) for name, attr in objects.items()]
+
+    return fake
+
+
+def test_backend_from_the_entry_point_group(monkeypatch):
+    monkeypatch.setattr(registry, "entry_points", _entry_points(mine="Rounded"))
+    assert "mine" in known_backend_names()
+    backend = get_backend("mine")
+    assert isinstance(backend, Rounded) and backend.availability().ok
+
+
+def test_entry_point_that_fails_to_load_is_unavailable(monkeypatch):
+    from ddbench.errors import BackendUnavailable
+
+    monkeypatch.setattr(registry, "entry_points", _entry_points(broken="DoesNotExist"))
+    with pytest.raises(BackendUnavailable, match="broken"):
+        get_backend("broken")
+
+
+def test_an_interrupted_run_keeps_every_finished_case(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "entry_points", _entry_points(interrupting="Interrupting"))
+    Interrupting.calls = 0
+    suite = tmp_path / "s.json"
+    document = json.loads(json.dumps(SUITE))
+    document["defaults"]["parity"] = [{"candidate": "interrupting", "against": "reference", "max_row_ulp": 1}]
+    suite.write_text(json.dumps(document))
+    out = tmp_path / "results.json"
+    result = CliRunner().invoke(cli, ["run", str(suite), "--json", str(out)])
+    assert result.exit_code == 130
+    assert "Traceback" not in result.output
+    saved = json.loads(out.read_text())
+    assert saved["complete"] is False
+    assert [c["status"] for c in saved["cases"]] == ["pass"]
+    assert not list(tmp_path.glob(".results.json.*"))  # no temporary file left behind
+
+
+def _case():
+    return parse_suite(SUITE, "t").cases[0]
+
+
+def test_relative_bound_passes_within_the_margin_and_fails_beyond():
+    from ddbench.inputs import generate_inputs
+
+    x = generate_inputs(_case())
+    truth = get_backend("reference-fp64").run(x)
+    peer = truth.to(torch.bfloat16)  # a peer with ~0.5 row-ULP error
+    good = truth.to(torch.bfloat16)
+    bad = (truth * 1.02).to(torch.bfloat16)
+    bound = ParityBound("cand", "reference-fp64", (), no_worse_than="peer", margin_row_ulp=1.0)
+    peer_figures = parity_figures(peer, truth)
+    assert judge(bound, parity_figures(good, truth), "cand", peer_figures).status == PASS
+    verdict = judge(bound, parity_figures(bad, truth), "cand", peer_figures)
+    assert verdict.status == FAIL and "peer" in verdict.reasons[0]
+
+
+def test_relative_bound_without_its_peer_is_not_judged():
+    document = json.loads(json.dumps(SUITE))
+    document["defaults"]["parity"] = [
+        {
+            "candidate": "reference",
+            "against": "reference-fp64",
+            "no_worse_than": "triton",
+            "margin_row_ulp": 1,
+        }
+    ]
+    case = parse_suite(document, "t").cases[0]
+    backends = {n: get_backend(n) for n in ("reference", "reference-fp64")}
+    result = run_case(case, backends, torch.device("cpu"))
+    (pair,) = result.pairs
+    assert pair.verdict.status == SKIPPED and "triton not run" in pair.verdict.reasons[0]
