@@ -6,7 +6,9 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
-from ddbench.errors import InputError, SuiteInvalid
+from ddbench.backends import Backend, get_backend, load_backend_spec
+from ddbench.errors import BackendUnavailable, InputError, SuiteInvalid
+from ddbench.runner import backends_for
 from ddbench.suite import Case, Suite, load_suite
 from ddbench.suite.select import case_filter
 
@@ -36,3 +38,20 @@ def load_suites(paths: Sequence[str]) -> list[Suite]:
 def select_cases(suites: Sequence[Suite], expression: str | None) -> list[Case]:
     keep = case_filter(expression)
     return [case for suite in suites for case in suite.cases if keep(case)]
+
+
+def resolve_backends(
+    cases: list[Case], selected: list[str] | None, specs: tuple[str, ...]
+) -> dict[str, Backend]:
+    """Instantiate every backend the run needs; any unavailable one stops the run (exit 3) before work."""
+    from_specs = {b.name: b for b in (load_backend_spec(s) for s in specs)}
+    names = list(dict.fromkeys(n for c in cases for n in backends_for(c, selected, list(from_specs))))
+    backends = {name: from_specs.get(name) or get_backend(name) for name in names}
+    unavailable = []
+    for name, backend in backends.items():
+        status = backend.availability()
+        if not status.ok:
+            unavailable.append(f"{name}: unavailable: {status.detail}")
+    if unavailable:
+        raise BackendUnavailable("\n".join(unavailable))
+    return backends

@@ -12,6 +12,7 @@ import sys
 import click
 import torch
 
+from ddbench.cli.baseline_cmd import baseline_group
 from ddbench.cli.env_cmd import env_command
 from ddbench.cli.kernel_cmd import kernel_check_command
 from ddbench.cli.list_cmd import list_command
@@ -46,6 +47,7 @@ cli.add_command(validate_command)
 cli.add_command(list_command)
 cli.add_command(run_command)
 cli.add_command(env_command)
+cli.add_command(baseline_group)
 cli.add_command(kernel_check_command)
 
 

@@ -7,40 +7,27 @@ from pathlib import Path
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ddbench.backends import Backend, get_backend, load_backend_spec, preferred_device
-from ddbench.cli.common import load_suites, select_cases, stderr, stdout
+from ddbench.backends import preferred_device
+from ddbench.baselines.device import device_key
+from ddbench.baselines.lookup import BaselineSet
+from ddbench.cli.common import load_suites, resolve_backends, select_cases, stderr, stdout
 from ddbench.environment import environment
-from ddbench.errors import BackendUnavailable, InputError
+from ddbench.errors import InputError
 from ddbench.metrics import ERROR, FAIL, SKIPPED
 from ddbench.report.junit import write_junit
 from ddbench.report.outputs import save_outputs
 from ddbench.report.results_file import ResultsFile
-from ddbench.report.table import results_table, skipped_summary
+from ddbench.report.table import latency_table, results_table, skipped_summary
 from ddbench.runner import CaseResult, backends_for, run_case
-from ddbench.suite import Case
+from ddbench.runner.budgets import budget_for
+from ddbench.suite.select import select_shard
+from ddbench.timing.settings import MODES
 
 EXIT_PARITY_FAILURE = 1
 
 
 def _split(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
-
-
-def _resolve_backends(
-    cases: list[Case], selected: list[str] | None, specs: tuple[str, ...]
-) -> dict[str, Backend]:
-    """Instantiate every backend the run needs; any unavailable one stops the run (exit 3) before work."""
-    from_specs = {b.name: b for b in (load_backend_spec(s) for s in specs)}
-    names = list(dict.fromkeys(n for c in cases for n in backends_for(c, selected, list(from_specs))))
-    backends = {name: from_specs.get(name) or get_backend(name) for name in names}
-    unavailable = []
-    for name, backend in backends.items():
-        status = backend.availability()
-        if not status.ok:
-            unavailable.append(f"{name}: unavailable: {status.detail}")
-    if unavailable:
-        raise BackendUnavailable("\n".join(unavailable))
-    return backends
 
 
 def _progress() -> Progress:
@@ -77,6 +64,19 @@ def _progress() -> Progress:
 @click.option(
     "--save-outputs", "outputs_dir", type=click.Path(file_okay=False), help="Save outputs per case here."
 )
+@click.option(
+    "--timing/--no-timing", default=None, help="Time every case / no case (default: the cases with a budget)."
+)
+@click.option("--timing-mode", type=click.Choice(MODES), help="Override the budgets' timing mode (GPU only).")
+@click.option(
+    "--baseline",
+    "baseline_file",
+    type=click.Path(dir_okay=False),
+    help="Baseline to judge regressions against (default: baselines/<device>/<suite>.json).",
+)
+@click.option(
+    "--shard", help="i/n: run only every n-th case starting at the i-th (for several GPUs or jobs)."
+)
 def run_command(
     suites: tuple[str, ...],
     backend_names: str | None,
@@ -85,15 +85,21 @@ def run_command(
     json_path: str | None,
     junit_path: str | None,
     outputs_dir: str | None,
+    timing: bool | None,
+    timing_mode: str | None,
+    baseline_file: str | None,
+    shard: str | None,
 ) -> None:
-    """Run suites: parity of every backend pair the suite bounds, on fresh seeded inputs."""
+    """Run suites: parity of every backend pair the suite bounds, on fresh seeded inputs; latency of the
+    cases with a budget, judged against the stored baseline."""
     loaded = load_suites(suites)
-    cases = select_cases(loaded, filter_expr)
+    cases = select_shard(select_cases(loaded, filter_expr), shard)
     if not cases:
         raise InputError(f"no case matches -k {filter_expr!r}" if filter_expr else "the suites hold no case")
     selected = _split(backend_names)
-    backends = _resolve_backends(cases, selected, backend_specs)
+    backends = resolve_backends(cases, selected, backend_specs)
     device = preferred_device()
+    baselines = BaselineSet(device_key(device), Path(baseline_file) if baseline_file else None)
     stderr.print(f"{len(cases)} cases on {device.type}: backends {', '.join(backends)}", highlight=False)
 
     results_file = ResultsFile(json_path, [s.path for s in loaded], environment()) if json_path else None
@@ -103,7 +109,8 @@ def run_command(
         for case in cases:
             progress.update(task, case=case.id)
             needed = {n: backends[n] for n in backends_for(case, selected, list(backends)) if n in backends}
-            result = run_case(case, needed, device)
+            budget = budget_for(case, timing, timing_mode)
+            result = run_case(case, needed, device, budget, baselines.latency(case) if budget else None)
             results.append(result)
             if results_file:
                 results_file.add(result)
@@ -123,6 +130,8 @@ def run_command(
     stdout.print(results_table(results))
     if note := skipped_summary(results):
         stdout.print(note, highlight=False)
+    if any(r.timing for r in results):
+        stdout.print(latency_table(results))
     failed = [r for r in results if r.status in (FAIL, ERROR)]
     judged = [r for r in results if r.status != SKIPPED]
     summary = f"{len(results) - len(failed)} passed, {len(failed)} failed"

@@ -98,3 +98,38 @@ def results_table(results: Sequence[CaseResult]) -> Table:
                 verdict,
             )
     return table
+
+
+def latency_table(results: Sequence[CaseResult]) -> Table:
+    table = Table(title="latency", title_justify="left")
+    table.add_column("case", no_wrap=True)
+    table.add_column("backend", no_wrap=True)
+    for column in ("median us", "IQR us", "noise", "samples"):
+        table.add_column(column, justify="right")
+    table.add_column("mode / stop")
+    table.add_column("checks", overflow="fold")
+    table.add_column("verdict")
+    for r in results:
+        if r.timing is None:
+            continue
+        checks_by_subject: dict[str, list[str]] = {}
+        for c in r.timing.verdict.checks:
+            checks_by_subject.setdefault(c.subject.split("/")[0], []).append(f"{c.kind}: {c.detail}")
+        for name, m in r.timing.measurements.items():
+            s = m.stats
+            throttled = f", {sum(m.throttled)} throttled" if any(m.throttled) else ""
+            table.add_row(
+                r.case.id,
+                name,
+                f"{s.median_us:.2f}",
+                f"{s.iqr_us:.2f}",
+                f"{s.rel_noise:.1%}",
+                str(s.samples),
+                f"{m.mode} / {m.stop_reason}{throttled}",
+                escape("; ".join(checks_by_subject.get(name, []))),
+                "",
+            )
+        verdict = r.timing.verdict.status
+        style = {"pass": "green", "fail": "bold red"}.get(verdict, "yellow")
+        table.add_row(r.case.id, "budget", "", "", "", "", "", "", f"[{style}]{verdict}[/]")
+    return table

@@ -12,7 +12,10 @@ from ddbench.errors import InputError
 from ddbench.inputs import check_inputs, generate_inputs
 from ddbench.metrics import ERROR, SKIPPED, Verdict, judge, parity_figures
 from ddbench.runner.results import BackendRun, CaseResult, PairResult
+from ddbench.runner.timing import time_case
+from ddbench.suite.budget import Budget
 from ddbench.suite.model import ANY_BACKEND, Case
+from ddbench.timing.stats import LatencyStats
 
 
 def backends_for(case: Case, selected: list[str] | None, extra: list[str]) -> list[str]:
@@ -86,7 +89,14 @@ def _judge_pairs(case: Case, runs: Mapping[str, BackendRun]) -> list[PairResult]
     return pairs
 
 
-def run_case(case: Case, backends: Mapping[str, Backend], device: torch.device) -> CaseResult:
+def run_case(
+    case: Case,
+    backends: Mapping[str, Backend],
+    device: torch.device,
+    budget: Budget | None = None,
+    baselines: Mapping[str, LatencyStats] | None = None,
+) -> CaseResult:
+    """Parity of every bound; then, when a budget is given, latency of the backends that ran cleanly."""
     start = time.perf_counter()
     result = CaseResult(case)
     try:
@@ -99,5 +109,8 @@ def run_case(case: Case, backends: Mapping[str, Backend], device: torch.device) 
     for name, backend in backends.items():
         result.runs[name] = _call(backend, inputs)
     result.pairs = _judge_pairs(case, result.runs)
+    clean = {name: b for name, b in backends.items() if result.runs[name].error is None}
+    if budget is not None and clean:
+        result.timing = time_case(case, budget, clean, inputs, baselines or {})
     result.seconds = time.perf_counter() - start
     return result

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from ddbench.metrics import ERROR, FAIL, PASS, SKIPPED, ParityFigures, Verdict
+from ddbench.runner.timing import CaseTiming
 from ddbench.suite.model import Case, ParityBound
 
 
@@ -53,13 +54,14 @@ class CaseResult:
     pairs: list[PairResult] = field(default_factory=list)
     seconds: float = 0.0
     error: str | None = None  # the case could not even be set up (inputs)
+    timing: CaseTiming | None = None
 
     @property
     def status(self) -> str:
         statuses = {p.verdict.status for p in self.pairs}
         if self.error or ERROR in statuses:
             return ERROR
-        if FAIL in statuses:
+        if FAIL in statuses or (self.timing is not None and self.timing.verdict.failed):
             return FAIL
         return PASS if PASS in statuses else SKIPPED
 
@@ -72,4 +74,5 @@ class CaseResult:
             "case": self.case.to_json(),
             "backends": {name: run.to_json() for name, run in self.runs.items()},
             "pairs": [p.to_json() for p in self.pairs],
+            "latency": self.timing.to_json() if self.timing else None,
         }

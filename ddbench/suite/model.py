@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddbench.suite.budget import Budget
+
 LIMIT_NAMES = ("max_row_ulp", "mean_row_ulp", "p999_ulp", "max_ulp", "max_abs", "mean_abs", "rel_l2")
 ANY_BACKEND = "*"
 
@@ -75,7 +77,7 @@ class Case:
     seed: int
     inputs: InputStyle
     parity: tuple[ParityBound, ...]
-    budget: dict[str, Any] | None = field(default=None, hash=False)
+    budget: Budget | None = None
     backends: tuple[str, ...] = ()  # run by default; empty: the backends the bounds name
     tags: tuple[str, ...] = ()
     description: str = ""
@@ -111,7 +113,7 @@ class Case:
             **self.workload(),
             "q_len": self.q_len,
             "parity": [b.to_json() for b in self.parity],
-            "budget": self.budget,
+            "budget": self.budget.to_json() if self.budget else None,
             "tags": list(self.tags),
             "description": self.description,
         }

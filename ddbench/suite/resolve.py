@@ -9,6 +9,7 @@ import random
 from typing import Any
 
 from ddbench.errors import InputError, TreeSpecError
+from ddbench.suite.budget import Budget, budget_from_json
 from ddbench.suite.expand import RawCase
 from ddbench.suite.ids import case_id
 from ddbench.suite.model import LIMIT_NAMES, Case, InputStyle, Layout, ModelSpec, ParityBound
@@ -142,6 +143,23 @@ def _parity(c: _Checker) -> tuple[ParityBound, ...]:
     return tuple(bounds)
 
 
+def _budget(c: _Checker) -> Budget | None:
+    spec = c.value("budget")
+    if spec is None:
+        return None
+    budget = budget_from_json(spec)
+    if budget.timing.min_samples > budget.timing.max_samples:
+        c.fail(
+            "budget",
+            f"timing.min_samples {budget.timing.min_samples} is above max_samples "
+            f"{budget.timing.max_samples}",
+        )
+    for r in budget.ratios:
+        if r.candidate == r.baseline:
+            c.fail("budget", f"ratio {r.candidate}/{r.baseline} compares a backend with itself")
+    return budget
+
+
 def _inputs(c: _Checker) -> InputStyle:
     return InputStyle(**(c.value("inputs") or {}))
 
@@ -170,7 +188,7 @@ def resolve_case(raw: RawCase, suite: str, file: str) -> tuple[Case | None, list
         seed=seed,
         inputs=_inputs(c),
         parity=parity,
-        budget=c.value("budget"),
+        budget=_budget(c),
         backends=tuple(c.value("backends") or ()),
         tags=tuple(c.value("tags") or ()),
         description=c.value("description") or "",

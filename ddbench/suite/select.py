@@ -81,3 +81,16 @@ def case_filter(expression: str | None) -> Predicate:
     if not expression or not expression.strip():
         return lambda case: True
     return _Parser(expression).parse()
+
+
+def select_shard(cases: list[Case], shard: str | None) -> list[Case]:
+    """`i/n` (1-based): every n-th case from the i-th, so each shard gets a mix of small and large cases."""
+    if not shard:
+        return cases
+    try:
+        index, count = (int(part) for part in shard.split("/"))
+    except ValueError:
+        raise InputError(f"expected i/n like 1/4, got {shard!r}", path="--shard") from None
+    if not 1 <= index <= count:
+        raise InputError(f"shard {index} of {count}: i must be between 1 and n", path="--shard")
+    return cases[index - 1 :: count]

@@ -1,0 +1,1 @@
+"""Stored baselines: per device and suite, one entry per case and backend."""

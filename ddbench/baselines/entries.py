@@ -1,0 +1,72 @@
+"""Turning a timed case result into baseline entries, and deciding whether it may become one."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from ddbench.metrics import PASS
+from ddbench.runner.results import CaseResult
+from ddbench.suite.ids import workload_hash
+
+KERNEL_BACKENDS = ("cuda", "cuda-emu")
+
+
+def refusal_reasons(result: CaseResult) -> list[str]:
+    """Why this result may not become a baseline: parity must have passed and every timing be quiet."""
+    reasons = []
+    if result.error:
+        reasons.append(f"inputs: {result.error}")
+    failed = [p for p in result.pairs if p.verdict.status not in (PASS, "skipped")]
+    reasons += [
+        f"parity {p.candidate} vs {p.against}: {p.verdict.status} ({'; '.join(p.verdict.reasons)})"
+        for p in failed
+    ]
+    if not any(p.verdict.status == PASS for p in result.pairs):
+        reasons.append("no parity bound passed")
+    if result.timing is None:
+        reasons.append("not timed")
+        return reasons
+    limit = result.timing.budget.timing.max_rel_noise
+    for name, m in result.timing.measurements.items():
+        if m.stats.rel_noise > limit:
+            reasons.append(
+                f"{name}: noise {m.stats.rel_noise:.1%} > {limit:.0%} ({m.stats.samples} samples, "
+                f"stopped by {m.stop_reason})"
+            )
+    return reasons
+
+
+def baseline_entries(
+    result: CaseResult, environment: dict[str, Any], kernel_hash: str | None
+) -> dict[str, Any]:
+    """backend -> entry for every timed backend of the case."""
+    assert result.timing is not None
+    date = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    out = {}
+    for name, m in result.timing.measurements.items():
+        stats = m.stats.to_json()
+        parity = {
+            f"{p.candidate} vs {p.against}": {
+                "max_row_ulp": round(p.figures.max_row_ulp, 4),
+                "mean_row_ulp": round(p.figures.mean_row_ulp, 5),
+                "rel_l2": float(f"{p.figures.rel_l2:.4g}"),
+            }
+            for p in result.pairs
+            if p.figures is not None and p.candidate == name
+        }
+        out[name] = {
+            "case_hash": workload_hash(result.case),
+            "kernel_hash": kernel_hash if name in KERNEL_BACKENDS else None,
+            "latency": stats,
+            "mode": m.mode,
+            "clock": m.clock,
+            "stop_reason": m.stop_reason,
+            "sm_clock_mhz": {"min": min(m.sm_clock_mhz), "max": max(m.sm_clock_mhz)}
+            if m.sm_clock_mhz
+            else None,
+            "parity": parity,
+            "environment": environment,
+            "date": date,
+        }
+    return out

@@ -1,0 +1,59 @@
+"""Timing one case: which backends, which ratios, fresh input sets, then the sampler and the budget."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+from ddbench.backends.protocol import Backend
+from ddbench.inputs import generate_inputs
+from ddbench.inputs.layout import VerifyInputs
+from ddbench.metrics.latency_verdict import LatencyVerdict, judge_budget
+from ddbench.suite.budget import Budget
+from ddbench.suite.model import Case
+from ddbench.timing.sampler import Measurement, measure
+from ddbench.timing.stats import LatencyStats, RatioStats
+
+SEED_STRIDE = 7919  # input set k uses seed + k * SEED_STRIDE: same shapes, other values (and trees)
+
+
+@dataclass
+class CaseTiming:
+    budget: Budget
+    measurements: dict[str, Measurement]
+    ratios: list[RatioStats]
+    verdict: LatencyVerdict
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "budget": self.budget.to_json(),
+            "backends": {name: m.to_json() for name, m in self.measurements.items()},
+            "ratios": [r.to_json() for r in self.ratios],
+            "verdict": self.verdict.to_json(),
+        }
+
+
+def input_sets(case: Case, first: VerifyInputs, count: int, device: torch.device) -> list[VerifyInputs]:
+    extra = [
+        generate_inputs(dataclasses.replace(case, seed=case.seed + k * SEED_STRIDE), device)
+        for k in range(1, count)
+    ]
+    return [first, *extra]
+
+
+def time_case(
+    case: Case,
+    budget: Budget,
+    backends: Mapping[str, Backend],
+    first_inputs: VerifyInputs,
+    baselines: Mapping[str, LatencyStats],
+) -> CaseTiming:
+    names = [n for n in (budget.timed or backends) if n in backends]
+    sets = input_sets(case, first_inputs, budget.timing.input_sets, first_inputs.device)
+    ratio_pairs = [(r.candidate, r.baseline) for r in budget.ratios]
+    measurements, ratios = measure({n: backends[n] for n in names}, sets, budget.timing, ratio_pairs)
+    stats = {name: m.stats for name, m in measurements.items()}
+    return CaseTiming(budget, measurements, ratios, judge_budget(budget, stats, ratios, baselines))

@@ -1,0 +1,1 @@
+"""Latency: robust statistics, clocks (host and CUDA events), and the adaptive interleaved sampler."""
