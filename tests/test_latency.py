@@ -1,0 +1,280 @@
+"""Latency on the CPU with honest host timings: statistics, the noise-aware regression rule, budgets,
+baselines (update refusals, atomicity, round trips) and the false-positive rate of an unchanged backend."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from importlib.metadata import EntryPoint
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from ddbench import atomic
+from ddbench.backends import Availability, registry
+from ddbench.backends.reference import ReferenceBackend
+from ddbench.baselines.store import BaselineFile, load_baseline, save_baseline
+from ddbench.cli.main import cli
+from ddbench.metrics.latency_verdict import FAIL, NO_BASELINE, PASS, regression
+from ddbench.runner import run_case
+from ddbench.suite import parse_suite
+from ddbench.suite.budget import Budget, RatioLimit
+from ddbench.timing.settings import TimingSettings
+from ddbench.timing.stats import paired_ratio, summarize
+
+QUICK = TimingSettings(
+    warmup=1, min_samples=8, max_samples=60, max_seconds=0.4, target_rel_noise=0.02, input_sets=2
+)
+
+
+class _Sleeper:
+    """A correct kernel that takes a fixed time: sleep is steadier than computing on a shared 2-core box."""
+
+    name = "sleeper"
+    seconds = 0.002
+
+    def availability(self) -> Availability:
+        return Availability.yes("test")
+
+    def run(self, inputs):
+        inputs.o_extend.copy_(ReferenceBackend().run(inputs))
+        time.sleep(self.seconds)
+        return inputs.o_extend
+
+
+class Steady(_Sleeper):
+    name = "steady"
+
+
+class Slowed(_Sleeper):
+    name = "steady"  # the same backend after a bad change: ten times as slow (clear of any host noise)
+    seconds = 0.02
+
+
+class Jittery(_Sleeper):
+    name = "jittery"
+
+    def run(self, inputs):
+        inputs.o_extend.copy_(ReferenceBackend().run(inputs))
+        time.sleep(random.choice((0.001, 0.012)))
+        return inputs.o_extend
+
+
+class Wrong(_Sleeper):
+    name = "wrong"
+
+    def run(self, inputs):
+        inputs.o_extend.copy_(ReferenceBackend().run(inputs) * 1.1)
+        return inputs.o_extend
+
+
+def _case(candidate: str = "steady"):
+    suite = parse_suite(
+        {
+            "name": "lat",
+            "defaults": {
+                "model": "kimi-k2.6",
+                "layout": {"tp": 8},
+                "prefix": 5,
+                "parity": [{"candidate": candidate, "against": "reference", "max_row_ulp": 1.0}],
+            },
+            "cases": [{"tree": {"kind": "chain", "length": 2}}],
+        },
+        "t",
+    )
+    return suite.cases[0]
+
+
+def _time(backend, baselines=None, budget=None):
+    backends = {"reference": ReferenceBackend(), backend.name: backend}
+    budget = budget or Budget(timed=(backend.name,), timing=QUICK)
+    return run_case(_case(backend.name), backends, torch.device("cpu"), budget, baselines or {})
+
+
+# --- statistics and the rule --------------------------------------------------------------------------------
+
+
+def test_summary_statistics():
+    s = summarize([10.0, 12.0, 11.0, 13.0, 100.0])
+    assert s.median_us == 12.0 and s.samples == 5 and s.min_us == 10.0 and s.max_us == 100.0
+    assert s.q1_us == 11.0 and s.q3_us == 13.0 and s.rel_noise == pytest.approx(2 / 12)
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_paired_ratio_cancels_a_common_drift():
+    drift = [1.0 + 0.5 * i for i in range(20)]  # the machine slows down during the run
+    ratio = paired_ratio("a", "b", [2 * d for d in drift], drift)
+    assert ratio.median == pytest.approx(2.0) and ratio.rel_noise == pytest.approx(0.0)
+    assert summarize(drift).rel_noise > 0.3  # …which the unpaired figures cannot hide
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "tolerance", "flagged"),
+    [
+        ([100.0] * 10, [103.0] * 10, 0.05, False),  # within the tolerance
+        ([100.0] * 10, [110.0] * 10, 0.05, True),  # beyond tolerance, no noise
+        ([80.0, 100.0, 120.0, 90, 110] * 2, [112.0, 115, 110, 130, 90] * 2, 0.05, False),  # within the noise
+        ([100.0] * 10, [200.0] * 10, 0.05, True),
+        ([100.0] * 10, [90.0] * 10, 0.05, False),  # faster is not a regression
+    ],
+)
+def test_noise_aware_regression_rule(before, after, tolerance, flagged):
+    assert regression(summarize(after), summarize(before), tolerance)[0] is flagged
+
+
+# --- budgets on real (host) timings -------------------------------------------------------------------------
+
+
+def test_no_baseline_is_its_own_verdict_and_fails_only_when_asked():
+    result = _time(Steady())
+    assert result.timing.verdict.status == NO_BASELINE and result.status == "pass"
+    strict = Budget(timed=("steady",), timing=QUICK, missing_baseline="fail")
+    assert _time(Steady(), budget=strict).timing.verdict.status == FAIL
+
+
+def _baseline_then(candidate) -> str:
+    """Measure the unchanged backend, then `candidate` right after it: adjacent windows see the same load,
+    which is what a stored baseline from a quiet machine stands for."""
+    baseline = {"steady": _time(Steady()).timing.measurements["steady"].stats}
+    return _time(candidate, baseline).timing.verdict.status
+
+
+def test_a_slowed_backend_is_flagged():
+    assert _baseline_then(Slowed()) == FAIL
+
+
+def test_false_positive_rate_of_an_unchanged_backend():
+    """Repeated baseline/candidate pairs of the same backend: the rule must (almost) never cry wolf."""
+    runs = 12
+    flagged = sum(_baseline_then(Steady()) == FAIL for _ in range(runs))
+    assert flagged <= runs // 6, f"{flagged}/{runs} false regressions"
+
+
+def test_ratio_and_ceiling_limits():
+    budget = Budget(
+        timed=("steady", "reference"),
+        timing=QUICK,
+        regression_tolerance=None,
+        ratios=(RatioLimit("steady", "reference", 0.5),),
+        ceiling_us=(("steady", 100.0),),
+    )
+    verdict = _time(Steady(), budget=budget).timing.verdict
+    kinds = {c.kind: c.status for c in verdict.checks}
+    assert kinds == {"ratio": FAIL, "ceiling": FAIL}  # 2 ms of sleep: slower than the reference, over 100 us
+    loose = Budget(
+        timed=("steady", "reference"),
+        timing=QUICK,
+        regression_tolerance=None,
+        ratios=(RatioLimit("steady", "reference", 1e6),),
+        ceiling_us=(("steady", 1e6),),
+    )
+    assert _time(Steady(), budget=loose).timing.verdict.status == PASS
+
+
+# --- baselines through the CLI ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def plugins(monkeypatch):
+    objects = {"steady": "Steady", "jittery": "Jittery", "wrong": "Wrong"}
+
+    def fake(group=None):
+        return [EntryPoint(n, f"{__name__}:{a}", group) for n, a in objects.items()]
+
+    monkeypatch.setattr(registry, "entry_points", fake)
+
+
+def _suite(tmp_path, candidate: str, max_rel_noise: float = 5.0):
+    document = {
+        "name": "lat",
+        "defaults": {
+            "model": "kimi-k2.6",
+            "layout": {"tp": 8},
+            "prefix": 5,
+            "backends": ["reference", candidate],
+            "parity": [{"candidate": candidate, "against": "reference", "max_row_ulp": 1.0}],
+            "budget": {"timed": [candidate], "timing": {**QUICK.to_json(), "max_rel_noise": max_rel_noise}},
+        },
+        "cases": [{"tree": {"kind": "chain", "length": 2}}],
+    }
+    path = tmp_path / "lat.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
+def _update(tmp_path, suite):
+    return CliRunner().invoke(cli, ["baseline", "update", str(suite), "--root", str(tmp_path / "baselines")])
+
+
+def _stored(tmp_path):
+    return list((tmp_path / "baselines").rglob("*.json"))
+
+
+def test_update_writes_a_baseline_and_run_judges_against_it(tmp_path, plugins):
+    suite = _suite(tmp_path, "steady")
+    result = _update(tmp_path, suite)
+    assert result.exit_code == 0, result.output
+    (path,) = _stored(tmp_path)
+    stored = load_baseline(path)
+    (entries,) = stored.entries.values()
+    entry = entries["steady"]
+    assert entry["latency"]["median_us"] > 1500 and entry["parity"]["steady vs reference"]["max_row_ulp"] <= 1
+    assert entry["case_hash"] and entry["date"] and "packages" in entry["environment"]
+    run = CliRunner().invoke(
+        cli, ["run", str(suite), "--baseline", str(path), "--json", str(tmp_path / "r.json")]
+    )
+    assert run.exit_code == 0, run.output
+    case = json.loads((tmp_path / "r.json").read_text())["cases"][0]
+    assert case["latency"]["verdict"]["status"] == PASS
+
+
+def test_update_refused_on_a_parity_failure(tmp_path, plugins):
+    result = _update(tmp_path, _suite(tmp_path, "wrong"))
+    assert result.exit_code == 1 and "refused" in result.output and "parity" in result.output
+    assert not _stored(tmp_path)
+
+
+def test_update_refused_on_high_noise(tmp_path, plugins):
+    result = _update(tmp_path, _suite(tmp_path, "jittery", max_rel_noise=0.05))
+    assert result.exit_code == 1 and "noise" in result.output
+    assert not _stored(tmp_path)
+
+
+def test_interrupted_update_leaves_the_old_baseline_intact(tmp_path, plugins, monkeypatch):
+    suite = _suite(tmp_path, "steady")
+    assert _update(tmp_path, suite).exit_code == 0
+    (path,) = _stored(tmp_path)
+    before = path.read_bytes()
+
+    def crash(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(atomic.os, "replace", crash)
+    result = _update(tmp_path, suite)
+    assert result.exit_code != 0
+    assert path.read_bytes() == before
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
+
+
+def test_baseline_round_trip_and_stable_bytes(tmp_path):
+    baseline = BaselineFile("cpu-x", "s", {"b-case": {"z": {"latency": {"median_us": 1.0}}, "a": {"x": 1}}})
+    path = tmp_path / "b.json"
+    save_baseline(path, baseline)
+    first = path.read_bytes()
+    loaded = load_baseline(path)
+    assert loaded.entries == baseline.entries and (loaded.device, loaded.suite) == ("cpu-x", "s")
+    save_baseline(path, loaded)
+    assert path.read_bytes() == first
+    text = first.decode()
+    assert text.index('"a"') < text.index('"z"')  # sorted keys: a baseline change reviews as a small diff
+
+
+def test_a_corrupt_baseline_is_a_clear_error(tmp_path, plugins):
+    suite = _suite(tmp_path, "steady")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    result = CliRunner().invoke(cli, ["run", str(suite), "--baseline", str(bad)])
+    assert result.exit_code == 2 and "bad.json" in result.output and "Traceback" not in result.output
