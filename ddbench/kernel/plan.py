@@ -39,6 +39,6 @@ def plan_launch(
     row_tiles = -(-(max_q_len * heads) // BLOCK_M)
     if num_splits is None:
         base = max(1, batch_size * row_tiles)
-        mean_tiles = max(1, -(-total_keys // (batch_size * BLOCK_N)))
+        mean_tiles = max(1, -(-total_keys // (max(batch_size, 1) * BLOCK_N)))
         num_splits = max(1, min(MAX_SPLITS, mean_tiles, -(-2 * sm_count // base)))
     return LaunchPlan(grid=(num_splits, row_tiles, batch_size), num_splits=num_splits, row_tiles=row_tiles)

@@ -18,7 +18,7 @@ _FRAME = re.compile(
 _USED = re.compile(r"Used (?P<regs>\d+) registers(?P<rest>.*)")
 _SMEM = re.compile(r"(?P<bytes>\d+) bytes smem")
 _BARRIERS = re.compile(r"used (?P<n>\d+) barriers")
-_OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?(?P<op>[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*)")
+_OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?(?P<op>[A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
 
 
 @dataclass
@@ -69,8 +69,9 @@ class SassCensus:
 
     @property
     def forbidden(self) -> list[str]:
-        """Hopper/Blackwell-datacenter-only tensor instructions sm_120 does not have."""
-        return sorted(op for op in self.opcodes if op.startswith(("HGMMA", "UTC", "UTMA")))
+        """Hopper's warpgroup MMA and datacenter Blackwell's tcgen05 (UTC*), which sm_120 lacks (TMA, UTMA*,
+        it has)."""
+        return sorted(op for op in self.opcodes if op.startswith(("HGMMA", "UTC")))
 
 
 def sass_census(listing: str) -> SassCensus:

@@ -1,0 +1,421 @@
+"""The custom kernel (kernels/verify/verify_attn.cuh) run by the CPU emulation: the `cuda-emu` backend.
+
+The CI parity proof: every case of suites/smoke.json and suites/kernel-parity.json runs with the backends it
+names and must pass every judged bound (pairs naming the hardware backend `cuda` are skipped here). Then the
+kernel's own edges: forced split counts and empty splits, the LSE output, fully masked rows, the poisoned
+output buffer, ragged q_len (which no suite can express), and marshaling mistakes caught end to end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import ddbench.backends.cuda_emu as cuda_emu_module
+import ddbench.kernel.launch as launch_module
+from ddbench.backends import get_backend
+from ddbench.backends.cuda_emu import CudaEmuBackend, KernelEmulationError
+from ddbench.inputs import check_inputs, generate_inputs, poisoned_mask
+from ddbench.inputs.layout import VerifyInputs, poison_
+from ddbench.kernel.marshal import marshal
+from ddbench.metrics import FAIL, PASS, SKIPPED, judge, parity_figures
+from ddbench.runner import backends_for, run_case
+from ddbench.suite import Case, load_suite, parse_suite
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITES = [load_suite(ROOT / "suites" / name) for name in ("smoke.json", "kernel-parity.json")]
+SUITE_CASES = [(suite.name, case) for suite in SUITES for case in suite.cases]
+HARDWARE = "cuda"
+MAX_ROW_ULP, MEAN_ROW_ULP = 1.5, 0.2  # the suites' bound of cuda-emu against reference-fp64
+LSE_ATOL = 2e-3  # P is rounded to bf16 before it is summed: |d lse| <= ln(1 + 2^-9) = 1.95e-3
+
+
+def make_case(label: str = "t", **fields) -> Case:
+    entry = {"label": label, "model": "kimi-k2.6", "layout": {"tp": 8}, "seed": 11, **fields}
+    return parse_suite({"name": "emu", "cases": [entry]}, "tests/test_cuda_emu.py").cases[0]
+
+
+def merge(parts: list[VerifyInputs]) -> VerifyInputs:
+    """One batch from several generated ones, so q_len can differ between requests (stacked pools)."""
+    pool_offset, qo, kv, mk = 0, [0], [0], [0]
+    kv_indices, out_cache_loc = [], []
+    for x in parts:
+        kv_indices.append(x.kv_indices + pool_offset)
+        out_cache_loc.append(x.out_cache_loc + pool_offset)
+        pool_offset += x.k_buffer.shape[0]
+        for prefix, q_len in zip(x.prefix_lens, x.q_lens, strict=True):
+            qo.append(qo[-1] + q_len)
+            kv.append(kv[-1] + prefix)
+            mk.append(mk[-1] + q_len * (prefix + q_len))
+    k_buffer = torch.cat([x.k_buffer for x in parts])
+    k_extend = torch.cat([x.k_extend for x in parts])
+    merged = VerifyInputs(
+        q_extend=torch.cat([x.q_extend for x in parts]),
+        k_extend=k_extend,
+        v_extend=k_extend[..., :512].contiguous(),
+        o_extend=poison_(torch.empty(k_extend.shape[0], parts[0].num_heads, 512, dtype=torch.bfloat16)),
+        k_buffer=k_buffer,
+        v_buffer=k_buffer[..., :512],
+        qo_indptr=torch.tensor(qo, dtype=torch.int32),
+        kv_indptr=torch.tensor(kv, dtype=torch.int32),
+        kv_indices=torch.cat(kv_indices),
+        out_cache_loc=torch.cat(out_cache_loc),
+        custom_mask=torch.cat([x.custom_mask for x in parts]),
+        mask_indptr=torch.tensor(mk, dtype=torch.int64),
+        sm_scale=parts[0].sm_scale,
+        max_len_extend=max(x.max_len_extend for x in parts),
+        prefix_lens=sum((x.prefix_lens for x in parts), ()),
+        q_lens=sum((x.q_lens for x in parts), ()),
+        trees=sum((x.trees for x in parts), ()),
+    )
+    check_inputs(merged)
+    return merged
+
+
+def ragged_q_len_inputs() -> VerifyInputs:
+    parts = [(0, {"kind": "chain", "length": 1}), (70, {"kind": "ddtree", "budget": 32})]
+    parts += [(31, {"kind": "star", "size": 65}), (5, {"kind": "ddtree", "budget": 8})]
+    return merge([generate_inputs(make_case(f"part{i}", prefix=p, tree=t)) for i, (p, t) in enumerate(parts)])
+
+
+def dense(x: VerifyInputs, visible_rows=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp64 attention and natural-log LSE, per request from the pool rows and each tree's ancestor mask
+    (not from custom_mask); `visible_rows(r, visible)` may edit request r's (q_len, prefix + q_len) mask."""
+    heads = x.num_heads
+    out = torch.zeros(x.q_extend.shape[0], heads, 512, dtype=torch.float64)
+    lse = torch.zeros(x.q_extend.shape[0], heads, dtype=torch.float64)
+    qo, kv = x.qo_indptr.tolist(), x.kv_indptr.tolist()
+    for r, tree in enumerate(x.trees):
+        prefix, q_len = kv[r + 1] - kv[r], qo[r + 1] - qo[r]
+        slots = torch.cat([x.kv_indices[kv[r] : kv[r + 1]], x.out_cache_loc[qo[r] : qo[r + 1]]])
+        keys = x.k_buffer[slots, 0].double()
+        visible = torch.ones(q_len, prefix + q_len, dtype=torch.bool)
+        visible[:, prefix:] = tree.ancestor_mask()
+        if visible_rows is not None:
+            visible_rows(r, visible)
+        s = x.sm_scale * torch.einsum("qhd,kd->qhk", x.q_extend[qo[r] : qo[r + 1]].double(), keys)
+        s = s.masked_fill(~visible[:, None, :], -math.inf)
+        lse[qo[r] : qo[r + 1]] = torch.logsumexp(s, dim=-1)
+        out[qo[r] : qo[r + 1]] = torch.softmax(s, dim=-1).nan_to_num(0.0) @ keys[:, :512]
+    return out, lse
+
+
+def lse_buffer(x: VerifyInputs) -> torch.Tensor:
+    return torch.full((x.q_extend.shape[0], x.num_heads), float("nan"), dtype=torch.float32)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """The project runs pytest with -n 2 on small machines: two workers with two OpenMP threads each wait on
+    each other's cores (see benchmarks/bench_inputs.py). The work here is Python-bound (Triton's
+    interpreter) or single-threaded (the emulation): one torch thread per worker."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def emu():
+    backend = CudaEmuBackend()
+    available = backend.availability()
+    assert available.ok, available.detail  # g++ is all it needs: no skip
+    return backend
+
+
+@pytest.fixture(scope="module")
+def fp64():
+    return get_backend("reference-fp64")
+
+
+@pytest.fixture(scope="module")
+def suite_backends(emu, fp64):
+    imported_early = "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1"
+    if imported_early and not torch.cuda.is_available():
+        pytest.fail("Triton was imported in this process before TRITON_INTERPRET=1 was set")
+    triton = get_backend("triton")
+    available = triton.availability()
+    if not available.ok:
+        pytest.skip(f"SGLang's Triton kernel cannot run here: {available.detail}")
+    return {"reference": get_backend("reference"), "reference-fp64": fp64, "triton": triton, "cuda-emu": emu}
+
+
+# ---------------------------------------------------------------- the suites, case by case
+
+
+def test_the_suites_cover_the_kernel():
+    assert len(SUITE_CASES) >= 43
+    assert all("cuda-emu" in backends_for(case, None, []) for _, case in SUITE_CASES)
+    q_lens = {case.q_len for _, case in SUITE_CASES}
+    assert {1, 9, 33, 65} <= q_lens
+    assert 0 in {p for _, case in SUITE_CASES for p in case.prefix_lens}
+    assert {16, 64} <= {case.page_size for _, case in SUITE_CASES}
+
+
+@pytest.mark.triton
+@pytest.mark.parametrize(("suite", "case"), SUITE_CASES, ids=[f"{s}/{c.id}" for s, c in SUITE_CASES])
+def test_suite_case_passes_every_judged_bound(suite_backends, suite, case):
+    names = backends_for(case, None, [])
+    assert HARDWARE not in names
+    result = run_case(case, {n: suite_backends[n] for n in names}, torch.device("cpu"))
+    assert result.error is None, result.error
+    for name, run in result.runs.items():
+        assert run.error is None, f"{name}: {run.error}"
+    judged = 0
+    for pair in result.pairs:
+        where = f"{pair.candidate} vs {pair.against}"
+        if HARDWARE in (pair.candidate, pair.against):
+            assert pair.verdict.status == SKIPPED, f"{where}: {pair.verdict}"
+            assert pair.verdict.reasons == (f"{HARDWARE} not run",)
+            continue
+        assert pair.verdict.status == PASS, f"{where}: {'; '.join(pair.verdict.reasons)}"
+        assert pair.figures is not None and pair.figures.unwritten == 0 and pair.figures.nan == 0
+        judged += 1
+    emu_pairs = [p for p in result.pairs if p.candidate == "cuda-emu" and p.figures is not None]
+    assert {p.against for p in emu_pairs} >= {"reference-fp64", "triton"}
+    assert judged == len(result.pairs) - sum(HARDWARE in (p.candidate, p.against) for p in result.pairs)
+
+
+# ---------------------------------------------------------------- split-KV
+
+
+@pytest.fixture(scope="module")
+def long_prefix():
+    """Two requests: prefix 700 (23 key tiles) and 45; DDTree budget 16 (q_len 17)."""
+    return generate_inputs(make_case(batch_size=2, prefix=[700, 45], tree={"kind": "ddtree", "budget": 16}))
+
+
+def test_forced_split_counts_agree(long_prefix, fp64):
+    x = long_prefix
+    truth = fp64.run(x)
+    outs = {}
+    for splits in (1, 2, 5, 13):
+        assert launch_module.prepare_launch(x, num_splits=splits).plan.num_splits == splits
+        out = CudaEmuBackend(num_splits=splits).run(x).clone()
+        f = parity_figures(out, truth)
+        assert f.unwritten == 0 and f.nan == 0 and f.inf == 0, splits
+        assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP, (splits, f)
+        outs[splits] = out
+    for a in outs:
+        for b in outs:
+            assert parity_figures(outs[a], outs[b]).max_row_ulp <= 1.0, (a, b)
+    # the split count really changes the arithmetic (so the comparison above compares something)
+    assert not torch.equal(outs[1], outs[5])
+
+
+def test_more_splits_than_tiles(fp64):
+    """30 keys are one tile: with 13 splits, 12 are empty (LSE -inf, weight 0). The combine of one non-empty
+    split reproduces the unsplit result bit for bit."""
+    x = generate_inputs(make_case(prefix=21, tree={"kind": "ddtree", "budget": 8}))
+    one = CudaEmuBackend(num_splits=1).run(x).clone()
+    many = CudaEmuBackend(num_splits=13).run(x).clone()
+    assert bool(many.isfinite().all()) and not bool(poisoned_mask(many).any())
+    assert torch.equal(many.view(torch.int16), one.view(torch.int16))
+    assert parity_figures(many, fp64.run(x)).max_row_ulp <= MAX_ROW_ULP
+
+
+def test_empty_splits_in_a_ragged_batch(long_prefix, fp64):
+    """64 splits: the 700-key request fills 23 of them, the 62-key one 2; the rest are empty."""
+    x = long_prefix
+    out = CudaEmuBackend(num_splits=64).run(x).clone()
+    assert bool(out.isfinite().all()) and not bool(poisoned_mask(out).any())
+    f = parity_figures(out, fp64.run(x))
+    assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP
+
+
+def test_emulation_workers_give_identical_results(long_prefix):
+    one = CudaEmuBackend(num_splits=5, workers=1).run(long_prefix).clone()
+    two = CudaEmuBackend(num_splits=5, workers=2).run(long_prefix).clone()
+    assert torch.equal(one.view(torch.int16), two.view(torch.int16))
+
+
+# ---------------------------------------------------------------- LSE
+
+
+@pytest.mark.parametrize("splits", [1, 4, None])
+@pytest.mark.parametrize("inputs", ["long-prefix", "ragged-q_len"])
+def test_lse_is_the_natural_log_sum_exp(long_prefix, splits, inputs):
+    x = long_prefix if inputs == "long-prefix" else ragged_q_len_inputs()
+    backend = CudaEmuBackend(num_splits=splits)
+    lse = lse_buffer(x)
+    backend.run(x, lse=lse)
+    _, truth = dense(x)
+    error = (lse.double() - truth).abs()
+    assert bool(lse.isfinite().all())
+    assert float(error.max()) <= LSE_ATOL, float(error.max())
+    assert float(error.mean()) <= 5e-4
+    # the reference discriminates: without the tree mask (every draft visible) it is far off
+    _, unmasked = dense(x, visible_rows=lambda r, visible: visible.fill_(True))
+    assert float((lse.double() - unmasked).abs().max()) > 0.05
+    # and in log2 units it would be far off too
+    assert float((lse.double() / math.log(2) - truth).abs().max()) > 0.05
+
+
+# ---------------------------------------------------------------- fully masked rows
+
+
+def hide_row(x: VerifyInputs, r: int, i: int) -> VerifyInputs:
+    """Clear every draft column of row i of request r (its ancestors and itself)."""
+    prefix, q_len = x.prefix_lens[r], x.q_lens[r]
+    mask = x.custom_mask.clone()
+    start = int(x.mask_indptr[r]) + i * (prefix + q_len) + prefix
+    mask[start : start + q_len] = False
+    return dataclasses.replace(x, custom_mask=mask)
+
+
+@pytest.mark.parametrize("splits", [1, 3])
+def test_a_fully_masked_row_gives_zeros_not_nan(splits):
+    """Prefix 0 and the root's own bit cleared (and, in the second request, all of row 5's): nothing is
+    visible to those rows. Their output is 0, their LSE -inf; every other row is untouched."""
+    x = generate_inputs(make_case(batch_size=2, prefix=[0, 0], tree={"kind": "ddtree", "budget": 8}))
+    q_len = x.q_lens[0]
+    hidden = hide_row(hide_row(x, 0, 0), 1, 5)
+    assert not bool(hidden.custom_mask.view(2, q_len, q_len)[0, 0].any())
+    backend = CudaEmuBackend(num_splits=splits)
+    before = backend.run(x).clone()
+    lse = lse_buffer(x)
+    after = backend.run(hidden, lse=lse).clone()
+    assert bool(after.isfinite().all()), "NaN/Inf from a fully masked row"
+    masked_rows = [0, q_len + 5]
+    assert not bool(after[masked_rows].float().any())
+    assert bool((lse[masked_rows] == -math.inf).all())
+    keep = [t for t in range(2 * q_len) if t not in masked_rows]
+    assert torch.equal(after[keep].view(torch.int16), before[keep].view(torch.int16))
+    assert bool(lse[keep].isfinite().all())
+
+
+@pytest.mark.parametrize("splits", [1, 3])
+def test_a_row_with_no_visible_draft_attends_to_the_prefix_only(splits, fp64):
+    x = generate_inputs(make_case(prefix=40, tree={"kind": "ddtree", "budget": 8}))
+    hidden = hide_row(hide_row(x, 0, 0), 0, 4)
+
+    def prefix_only(r, visible):
+        visible[[0, 4], 40:] = False
+
+    truth, _ = dense(x, visible_rows=prefix_only)
+    out = CudaEmuBackend(num_splits=splits).run(hidden).clone()
+    f = parity_figures(out, truth)
+    assert f.max_row_ulp <= MAX_ROW_ULP and f.nan == 0, f
+    # the truth used here is what the reference computes for the edited mask, and not the unedited result
+    assert parity_figures(out, fp64.run(hidden)).max_row_ulp <= MAX_ROW_ULP
+    assert parity_figures(out[[0, 4]], fp64.run(x)[[0, 4]]).max_row_ulp > 10
+
+
+# ---------------------------------------------------------------- the output buffer
+
+
+@pytest.mark.parametrize("splits", [1, 6])
+def test_every_element_of_the_poisoned_output_is_written(emu, splits):
+    x = generate_inputs(make_case(batch_size=3, prefix=[0, 300, 33], tree={"kind": "ddtree", "budget": 16}))
+    x.fresh_output()
+    assert bool(poisoned_mask(x.o_extend).all())
+    out = CudaEmuBackend(num_splits=splits).run(x)
+    assert out.data_ptr() == x.o_extend.data_ptr()  # written in place, like SGLang's kernels
+    assert not bool(poisoned_mask(out).any())
+    assert bool(out.isfinite().all())
+
+
+def test_a_launch_that_misses_rows_leaves_the_poison(monkeypatch):
+    """A plan one row tile short: the last tile's rows keep the poison, which the figures count."""
+    x = generate_inputs(make_case(prefix=21, tree={"kind": "ddtree", "budget": 8}))  # 9 x 8 rows: 3 tiles
+    real = launch_module.prepare_launch
+
+    def short(inputs, **kw):
+        launch = real(inputs, **kw)
+        plan = launch.plan
+        fewer = dataclasses.replace(plan, row_tiles=plan.row_tiles - 1, grid=(1, plan.row_tiles - 1, 1))
+        return dataclasses.replace(launch, plan=fewer)
+
+    monkeypatch.setattr(cuda_emu_module, "prepare_launch", short)
+    x.fresh_output()
+    out = CudaEmuBackend(num_splits=1).run(x)
+    unwritten = poisoned_mask(out)
+    assert int(unwritten.sum()) == 8 * 512  # rows 64..71 = tokens 8 (all 8 heads)
+    assert bool(unwritten[8].all()) and not bool(unwritten[:8].any())
+    assert parity_figures(out, torch.zeros(out.shape, dtype=torch.float64)).unwritten == 8 * 512
+
+
+# ---------------------------------------------------------------- ragged q_len, end to end
+
+
+@pytest.mark.parametrize("splits", [None, 3])
+def test_ragged_q_len_batch(fp64, splits):
+    x = ragged_q_len_inputs()
+    assert x.q_lens == (1, 33, 65, 9) and x.prefix_lens == (0, 70, 31, 5)
+    out = CudaEmuBackend(num_splits=splits).run(x).clone()
+    truth = fp64.run(x)
+    f = parity_figures(out, truth)
+    assert f.unwritten == 0 and f.nan == 0
+    assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP, f
+    dense_truth, _ = dense(x)
+    assert parity_figures(out, dense_truth).max_row_ulp <= MAX_ROW_ULP
+
+
+# ---------------------------------------------------------------- marshaling mistakes, end to end
+
+
+def wrong_stride_words(x: VerifyInputs) -> torch.Tensor:
+    """The mask bit words as a port that takes `prefix` for the row stride would build them."""
+    qo, kv, mk = x.qo_indptr.tolist(), x.kv_indptr.tolist(), x.mask_indptr.tolist()
+    mask = x.custom_mask.tolist()
+    words_per_row = -(-x.max_len_extend // 32)
+    words = torch.zeros(x.q_extend.shape[0], words_per_row, dtype=torch.int64)
+    for r in range(x.batch_size):
+        prefix, q_len = kv[r + 1] - kv[r], qo[r + 1] - qo[r]
+        for i in range(q_len):
+            start = mk[r] + i * prefix + prefix
+            for j in range(q_len):
+                if mask[start + j]:
+                    words[qo[r] + i, j // 32] |= 1 << (j % 32)
+    return (words - (words >= 2**31).long() * 2**32).to(torch.int32)
+
+
+@pytest.mark.parametrize("mistake", ["row-stride-prefix", "drafts-left-out"])
+def test_marshaling_mistakes_fail_parity(monkeypatch, fp64, mistake):
+    case = make_case(batch_size=2, prefix=[40, 129], tree={"kind": "ddtree", "budget": 16})
+    x = generate_inputs(case)
+    truth = fp64.run(x)
+    bound = next(
+        b
+        for _, c in SUITE_CASES
+        for b in c.parity
+        if (b.candidate, b.against) == ("cuda-emu", "reference-fp64")
+    )
+    right = CudaEmuBackend().run(x).clone()
+    assert judge(bound, parity_figures(right, truth), "cuda-emu").status == PASS
+
+    def wrong_marshal(inputs):
+        k = marshal(inputs)
+        if mistake == "row-stride-prefix":
+            return dataclasses.replace(k, mask_words=wrong_stride_words(inputs))
+        return dataclasses.replace(
+            k, kv_slots=inputs.kv_indices.to(torch.int32), kv_offsets=inputs.kv_indptr.to(torch.int32)
+        )
+
+    monkeypatch.setattr(launch_module, "marshal", wrong_marshal)
+    wrong = CudaEmuBackend().run(x).clone()
+    verdict = judge(bound, parity_figures(wrong, truth), "cuda-emu")
+    assert verdict.status == FAIL and any(r.startswith("max_row_ulp") for r in verdict.reasons), verdict
+
+
+# ---------------------------------------------------------------- availability and errors
+
+
+def test_the_hardware_backend_is_unavailable_here_and_says_why():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU")
+    available = get_backend("cuda").availability()
+    assert not available.ok
+    assert "CUDA" in available.detail
+
+
+def test_the_emulation_reports_a_bad_launch_instead_of_crashing():
+    x = generate_inputs(make_case(prefix=21, tree={"kind": "ddtree", "budget": 8}))
+    with pytest.raises(KernelEmulationError, match=r"invalid grid \(0,3,1\)"):
+        CudaEmuBackend(num_splits=0).run(x)

@@ -1,0 +1,454 @@
+"""Marshaling SGLang's extend layout into the custom kernel's inputs (ddbench/kernel/marshal.py), on its own.
+
+A real port's worst bug lived here, so the expected kernel inputs are rebuilt by an independent, loop-based
+decoder written from DESIGN.md §1 (per request: the prefix slots from kv_indices, then the draft slots from
+out_cache_loc; mask row i of request r at custom_mask[mask_indptr[r] + i * (prefix + q_len) + prefix], q_len
+values) and compared element by element with `marshal()`. The decoded bit words are also checked against
+each request's tree, and the two classic mistakes (row stride `prefix`, draft slots left out) are shown to
+give different kernel inputs. Also: no host synchronisation inside `marshal`, and the launch plan.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import pytest
+import torch
+
+from ddbench.inputs import check_inputs, generate_inputs
+from ddbench.inputs.layout import VerifyInputs, poison_
+from ddbench.kernel.launch import prepare_launch
+from ddbench.kernel.marshal import MASK_WORD_BITS, KernelInputs, marshal
+from ddbench.kernel.plan import BLOCK_M, BLOCK_N, MAX_SPLITS, plan_launch
+from ddbench.suite import Case, parse_suite
+
+# Generated batches: prefix 0 next to non-zero prefixes, q_len 1, q_len 33 and 65 (two and three 32-bit mask
+# words; row 31 sees itself, so bit 31 of its first word is set and the int32 holds a negative value),
+# paged pools (page_size 16) and many heads.
+CASES = {
+    "ragged-eagle": {
+        "batch_size": 4,
+        "prefix": [0, 21, 130, 5],
+        "tree": {"kind": "eagle", "steps": 3, "topk": 2, "num_draft_tokens": 6},
+    },
+    "q1": {"batch_size": 3, "prefix": [0, 17, 40], "tree": {"kind": "chain", "length": 1}},
+    "ddtree32-paged": {
+        "batch_size": 3,
+        "prefix": [0, 70, 3],
+        "page_size": 16,
+        "tree": {"kind": "ddtree", "budget": 32},
+    },
+    "ddtree64-paged": {
+        "batch_size": 2,
+        "prefix": [129, 0],
+        "page_size": 16,
+        "tree": {"kind": "ddtree", "budget": 64},
+    },
+    "star65": {"batch_size": 2, "prefix": [45, 0], "tree": {"kind": "star", "size": 65}},
+    "chain65": {"batch_size": 1, "prefix": [3], "tree": {"kind": "chain", "length": 65}},
+    "dpattn": {"layout": {"tp": 8, "dp_attention": 8}, "prefix": 9, "tree": {"kind": "chain", "length": 4}},
+}
+# Cases with prefix > 0 in some request: where both classic mistakes show.
+WITH_PREFIX = ["ragged-eagle", "ddtree32-paged", "ddtree64-paged", "star65", "chain65"]
+
+
+def make_case(label: str, **fields) -> Case:
+    entry = {"label": label, "model": "kimi-k2.6", "layout": {"tp": 8}, "seed": 7, **fields}
+    return parse_suite({"name": "marshal", "cases": [entry]}, "tests/test_marshal.py").cases[0]
+
+
+def case_inputs(label: str) -> VerifyInputs:
+    return generate_inputs(make_case(label, **CASES[label]))
+
+
+def merge(parts: list[VerifyInputs]) -> VerifyInputs:
+    """One batch from several generated ones: ragged q_len too (which a suite cannot express).
+
+    The pools are stacked; every slot of part k is shifted by the rows of the pools before it.
+    """
+    base, pool_offset = parts[0], 0
+    qo, kv, mk = [0], [0], [0]
+    kv_indices, out_cache_loc, pools = [], [], []
+    for x in parts:
+        kv_indices.append(x.kv_indices + pool_offset)
+        out_cache_loc.append(x.out_cache_loc + pool_offset)
+        pools.append(x.k_buffer)
+        pool_offset += x.k_buffer.shape[0]
+        for r in range(x.batch_size):
+            qo.append(qo[-1] + x.q_lens[r])
+            kv.append(kv[-1] + x.prefix_lens[r])
+            mk.append(mk[-1] + x.q_lens[r] * (x.prefix_lens[r] + x.q_lens[r]))
+    k_buffer = torch.cat(pools)
+    k_extend = torch.cat([x.k_extend for x in parts])
+    merged = VerifyInputs(
+        q_extend=torch.cat([x.q_extend for x in parts]),
+        k_extend=k_extend,
+        v_extend=k_extend[..., :512].contiguous(),
+        o_extend=poison_(torch.empty(k_extend.shape[0], base.num_heads, 512, dtype=torch.bfloat16)),
+        k_buffer=k_buffer,
+        v_buffer=k_buffer[..., :512],
+        qo_indptr=torch.tensor(qo, dtype=torch.int32),
+        kv_indptr=torch.tensor(kv, dtype=torch.int32),
+        kv_indices=torch.cat(kv_indices),
+        out_cache_loc=torch.cat(out_cache_loc),
+        custom_mask=torch.cat([x.custom_mask for x in parts]),
+        mask_indptr=torch.tensor(mk, dtype=torch.int64),
+        sm_scale=base.sm_scale,
+        max_len_extend=max(x.max_len_extend for x in parts),
+        page_size=base.page_size,
+        prefix_lens=sum((x.prefix_lens for x in parts), ()),
+        q_lens=sum((x.q_lens for x in parts), ()),
+        trees=sum((x.trees for x in parts), ()),
+    )
+    check_inputs(merged)
+    return merged
+
+
+def ragged_q_len_inputs() -> VerifyInputs:
+    """q_len 1, 33, 65 and 9 in one batch (so three mask words per row, even for the q_len-1 request)."""
+    parts = [
+        ("q1", 0, {"kind": "chain", "length": 1}),
+        ("d32", 70, {"kind": "ddtree", "budget": 32}),
+        ("s65", 31, {"kind": "star", "size": 65}),
+        ("d8", 5, {"kind": "ddtree", "budget": 8}),
+    ]
+    return merge([generate_inputs(make_case(lbl, prefix=p, tree=t)) for lbl, p, t in parts])
+
+
+# ---------------------------------------------------------------- the independent decoder
+
+
+def expected_kernel_inputs(
+    x: VerifyInputs, *, row_stride=lambda prefix, q_len: prefix + q_len, with_drafts: bool = True
+) -> dict[str, torch.Tensor]:
+    """kv_slots, kv_offsets and mask_words built by plain Python loops over SGLang's layout.
+
+    `row_stride` and `with_drafts` let a test build the two classic wrong versions with the same code.
+    """
+    qo, kv, mk = x.qo_indptr.tolist(), x.kv_indptr.tolist(), x.mask_indptr.tolist()
+    kv_indices, out_cache_loc, mask = x.kv_indices.tolist(), x.out_cache_loc.tolist(), x.custom_mask.tolist()
+    words_per_row = -(-x.max_len_extend // 32)
+    slots, offsets, words = [], [0], []
+    for r in range(len(qo) - 1):
+        prefix, q_len = kv[r + 1] - kv[r], qo[r + 1] - qo[r]
+        request_slots = kv_indices[kv[r] : kv[r + 1]]
+        if with_drafts:
+            request_slots = request_slots + out_cache_loc[qo[r] : qo[r + 1]]
+        slots += request_slots
+        offsets.append(offsets[-1] + len(request_slots))
+        for i in range(q_len):
+            start = mk[r] + i * row_stride(prefix, q_len) + prefix
+            row = [bool(b) for b in mask[start : start + q_len]]
+            row_words = []
+            for w in range(words_per_row):
+                value = sum(1 << b for b in range(32) if w * 32 + b < q_len and row[w * 32 + b])
+                row_words.append(value - (1 << 32) if value >= 1 << 31 else value)  # uint32 bits as int32
+            words.append(row_words)
+    return {
+        "kv_slots": torch.tensor(slots, dtype=torch.int32),
+        "kv_offsets": torch.tensor(offsets, dtype=torch.int32),
+        "mask_words": torch.tensor(words, dtype=torch.int32).view(len(words), words_per_row),
+    }
+
+
+def decoded_bits(words: torch.Tensor) -> list[list[bool]]:
+    """Per row, every bit of its words, bit j of word w as column 32 w + j (the kernel's reading)."""
+    rows = []
+    for row in words.tolist():
+        rows.append([bool(((v & 0xFFFFFFFF) >> b) & 1) for v in row for b in range(32)])
+    return rows
+
+
+def assert_equal(a: torch.Tensor, b: torch.Tensor, what: str) -> None:
+    assert a.dtype == b.dtype, f"{what}: dtype {a.dtype} != {b.dtype}"
+    assert a.shape == b.shape, f"{what}: shape {tuple(a.shape)} != {tuple(b.shape)}"
+    bad = (a != b).nonzero()
+    assert bad.numel() == 0, f"{what}: {bad.shape[0]} entries differ, first at {bad[0].tolist()}"
+
+
+# ---------------------------------------------------------------- marshal against the decoder
+
+
+@pytest.mark.parametrize("label", [*CASES, "ragged-q_len"])
+def test_marshal_matches_the_loop_decoder(label):
+    x = ragged_q_len_inputs() if label == "ragged-q_len" else case_inputs(label)
+    k = marshal(x)
+    expected = expected_kernel_inputs(x)
+    for name, want in expected.items():
+        got = getattr(k, name)
+        assert got.is_contiguous(), name
+        assert_equal(got, want, name)
+    lengths = [p + q for p, q in zip(x.prefix_lens, x.q_lens, strict=True)]
+    assert k.kv_offsets.tolist() == [0, *itertools.accumulate(lengths)]
+    assert_equal(k.q_offsets, x.qo_indptr.to(torch.int32), "q_offsets")
+    # q and the pool are passed through, not copied: the pool as a (pool, 576) view of k_buffer
+    assert k.q.data_ptr() == x.q_extend.data_ptr() and k.q.shape == x.q_extend.shape
+    assert k.kv.data_ptr() == x.k_buffer.data_ptr() and k.kv.shape == (x.k_buffer.shape[0], 576)
+    assert k.kv.is_contiguous()
+    assert k.sm_scale == x.sm_scale and k.max_q_len == x.max_len_extend == max(x.q_lens)
+    assert k.heads == x.num_heads and k.batch_size == x.batch_size
+    assert k.mask_words.shape == (sum(x.q_lens), -(-max(x.q_lens) // MASK_WORD_BITS))
+
+
+@pytest.mark.parametrize("label", [*CASES, "ragged-q_len"])
+def test_kv_slots_name_the_keys_of_each_request(label):
+    """The pool rows the kernel reads for request r: its prefix tokens' keys, then k_extend's draft rows."""
+    x = ragged_q_len_inputs() if label == "ragged-q_len" else case_inputs(label)
+    k = marshal(x)
+    offsets = k.kv_offsets.tolist()
+    qo = x.qo_indptr.tolist()
+    for r in range(x.batch_size):
+        rows = k.kv[k.kv_slots[offsets[r] : offsets[r + 1]].long()]
+        prefix = x.prefix_lens[r]
+        assert rows.shape[0] == prefix + x.q_lens[r]
+        assert bool(rows.isfinite().all()), f"request {r}: reads an unused (NaN) pool row"
+        assert torch.equal(rows[prefix:], x.k_extend[qo[r] : qo[r + 1], 0]), f"request {r}: draft keys"
+    # every slot the call reads, once
+    assert k.kv_slots.unique().numel() == k.kv_slots.numel()
+
+
+@pytest.mark.parametrize("label", [*CASES, "ragged-q_len"])
+def test_mask_words_decode_to_each_requests_tree(label):
+    x = ragged_q_len_inputs() if label == "ragged-q_len" else case_inputs(label)
+    k = marshal(x)
+    rows = decoded_bits(k.mask_words)
+    width = k.mask_words.shape[1] * 32
+    qo = x.qo_indptr.tolist()
+    for r, tree in enumerate(x.trees):
+        vis = tree.ancestor_mask().tolist()
+        for i in range(tree.q_len):
+            row = rows[qo[r] + i]
+            assert row[: tree.q_len] == vis[i], f"request {r} row {i}: not the tree's ancestor row"
+            assert not any(row[tree.q_len :]), f"request {r} row {i}: bits past q_len {tree.q_len}"
+            assert len(row) == width
+
+
+def test_bit_31_gives_negative_words_and_three_words_hold_q_len_65():
+    x = case_inputs("chain65")
+    words = marshal(x).mask_words
+    assert words.shape == (65, 3)
+    # a chain: row i sees columns 0..i. Row 31: word 0 is 0xFFFFFFFF = -1; row 64 reaches word 2 bit 0.
+    assert words[31].tolist() == [-1, 0, 0]
+    assert words[30].tolist() == [0x7FFFFFFF, 0, 0]
+    assert words[64].tolist() == [-1, -1, 1]
+    assert words[0].tolist() == [1, 0, 0]
+    star = marshal(case_inputs("star65")).mask_words
+    # a star: every row sees the root and itself
+    assert star[31].tolist() == [1 - 2**31, 0, 0]  # bits 0 and 31: 0x80000001
+    assert star[64].tolist() == [1, 0, 1]
+    assert star[65 + 33].tolist() == [1, 2, 0]  # second request, row 33: bit 1 of word 1
+    assert int((star < 0).sum()) == 4  # rows 31 (word 0) and 63 (word 1) of each request
+
+
+def test_uint8_mask_and_prefix_columns_change_nothing():
+    x = case_inputs("ragged-eagle")
+    words = marshal(x).mask_words
+    as_uint8 = dataclasses.replace(x, custom_mask=x.custom_mask.to(torch.uint8))
+    assert torch.equal(marshal(as_uint8).mask_words, words)
+    cleared = x.custom_mask.clone()
+    for r, (prefix, q_len) in enumerate(zip(x.prefix_lens, x.q_lens, strict=True)):
+        start = int(x.mask_indptr[r])
+        cleared[start : start + q_len * (prefix + q_len)].view(q_len, prefix + q_len)[:, :prefix] = False
+    assert torch.equal(marshal(dataclasses.replace(x, custom_mask=cleared)).mask_words, words)
+
+
+def test_one_flipped_mask_bit_flips_exactly_that_word_bit():
+    x = case_inputs("ddtree32-paged")
+    r, i, j = 1, 20, 3  # request 1 (prefix 70), row 20, draft column 3
+    prefix, q_len = x.prefix_lens[r], x.q_lens[r]
+    flat = int(x.mask_indptr[r]) + i * (prefix + q_len) + prefix + j
+    mask = x.custom_mask.clone()
+    mask[flat] = ~mask[flat]
+    before, after = marshal(x).mask_words, marshal(dataclasses.replace(x, custom_mask=mask)).mask_words
+    diff = (before ^ after).nonzero().tolist()
+    assert diff == [[int(x.qo_indptr[r]) + i, 0]]
+    assert int(before[diff[0][0], 0] ^ after[diff[0][0], 0]) == 1 << j
+
+
+# ---------------------------------------------------------------- the two classic mistakes
+
+
+@pytest.mark.parametrize("label", WITH_PREFIX)
+def test_row_stride_prefix_gives_different_mask_words(label):
+    x = case_inputs(label)
+    right = expected_kernel_inputs(x)["mask_words"]
+    wrong = expected_kernel_inputs(x, row_stride=lambda prefix, q_len: prefix)["mask_words"]
+    assert torch.equal(marshal(x).mask_words, right)
+    assert not torch.equal(marshal(x).mask_words, wrong)
+    # every request's rows differ but row 0 (which both read at its start); with prefix 0 the wrong stride
+    # is 0, so every row would be read as row 0
+    qo = x.qo_indptr.tolist()
+    for r, prefix in enumerate(x.prefix_lens):
+        assert torch.equal(right[qo[r]], wrong[qo[r]])
+        assert not torch.equal(right[qo[r] : qo[r + 1]], wrong[qo[r] : qo[r + 1]]), f"request {r} ({prefix})"
+
+
+@pytest.mark.parametrize("label", WITH_PREFIX)
+def test_leaving_out_the_draft_slots_gives_different_kv_slots(label):
+    x = case_inputs(label)
+    k = marshal(x)
+    wrong = expected_kernel_inputs(x, with_drafts=False)
+    assert k.kv_slots.numel() == x.kv_indices.numel() + x.out_cache_loc.numel()
+    assert wrong["kv_slots"].numel() == x.kv_indices.numel()
+    assert not torch.equal(k.kv_offsets, wrong["kv_offsets"])
+    # the wrong lists name no draft row at all: with them the kernel would never see k_extend
+    drafts = set(x.out_cache_loc.tolist())
+    assert not drafts & set(wrong["kv_slots"].tolist())
+    assert drafts <= set(k.kv_slots.tolist())
+
+
+# ---------------------------------------------------------------- no host synchronisation
+
+
+class HostSync(AssertionError):
+    pass
+
+
+@pytest.fixture
+def no_host_sync(monkeypatch):
+    """Inside the block, every tensor -> Python value conversion and every op whose output size depends on
+    tensor values (a device sync on a GPU) raises. Only what torch itself never calls for Python-int
+    arguments is patched: item/tolist/cpu/numpy, __bool__/__int__/__float__/__index__, nonzero, unique,
+    masked_select, boolean-mask indexing, repeat_interleave without output_size."""
+
+    def refuse(what):
+        def raiser(*args, **kwargs):
+            raise HostSync(f"host synchronisation: {what}")
+
+        return raiser
+
+    getitem = torch.Tensor.__getitem__
+
+    def guarded_getitem(self, index):
+        parts = index if isinstance(index, tuple) else (index,)
+        if any(isinstance(p, torch.Tensor) and p.dtype == torch.bool for p in parts):
+            raise HostSync("host synchronisation: boolean-mask indexing")
+        return getitem(self, index)
+
+    interleave = torch.repeat_interleave
+
+    def guarded_interleave(*args, **kwargs):
+        if kwargs.get("output_size") is None and any(isinstance(a, torch.Tensor) for a in args[1:2]):
+            raise HostSync("host synchronisation: repeat_interleave without output_size")
+        return interleave(*args, **kwargs)
+
+    def patch_all():
+        for name in ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__"):
+            monkeypatch.setattr(torch.Tensor, name, refuse(f"Tensor.{name}"))
+        for name in ("nonzero", "unique", "masked_select"):
+            monkeypatch.setattr(torch.Tensor, name, refuse(f"Tensor.{name}"))
+            monkeypatch.setattr(torch, name, refuse(f"torch.{name}"))
+        monkeypatch.setattr(torch.Tensor, "__getitem__", guarded_getitem)
+        monkeypatch.setattr(torch, "repeat_interleave", guarded_interleave)
+        monkeypatch.setattr(
+            torch.Tensor, "repeat_interleave", lambda self, *a, **kw: guarded_interleave(self, *a, **kw)
+        )
+
+    return patch_all
+
+
+@pytest.mark.parametrize("label", [*CASES, "ragged-q_len"])
+def test_marshal_does_not_synchronise(no_host_sync, monkeypatch, label):
+    x = ragged_q_len_inputs() if label == "ragged-q_len" else case_inputs(label)
+    expected = marshal(x)
+    no_host_sync()
+    k = marshal(x)
+    monkeypatch.undo()
+    for name in ("kv_slots", "kv_offsets", "q_offsets", "mask_words"):
+        assert torch.equal(getattr(k, name), getattr(expected, name)), name
+
+
+def test_the_sync_guard_catches_synchronising_code(no_host_sync, monkeypatch):
+    x = case_inputs("q1")
+    no_host_sync()
+    with pytest.raises(HostSync, match="tolist"):
+        expected_kernel_inputs(x)  # the loop decoder reads values on the host
+    with pytest.raises(HostSync):
+        x.custom_mask[x.custom_mask]  # data-dependent output size
+    with pytest.raises(HostSync):
+        int(x.qo_indptr[-1])
+    with pytest.raises(HostSync):
+        torch.repeat_interleave(torch.arange(3), x.qo_indptr[1:] - x.qo_indptr[:-1])
+    monkeypatch.undo()
+    assert int(x.qo_indptr[-1]) == 3
+
+
+# ---------------------------------------------------------------- launch plan
+
+
+@pytest.mark.parametrize(
+    ("heads", "max_q_len", "row_tiles"),
+    [(8, 1, 1), (8, 4, 1), (8, 9, 3), (8, 33, 9), (8, 65, 17), (16, 65, 33), (64, 2, 4), (128, 1, 4)],
+)
+def test_row_tiles_cover_every_token_head_row(heads, max_q_len, row_tiles):
+    plan = plan_launch(1, heads, max_q_len, total_keys=100)
+    assert plan.row_tiles == row_tiles
+    assert (row_tiles - 1) * BLOCK_M < max_q_len * heads <= row_tiles * BLOCK_M
+    assert plan.grid[1] == row_tiles
+
+
+@pytest.mark.parametrize(
+    ("batch", "heads", "q_len", "prefix", "sm_count", "splits"),
+    [
+        (1, 8, 9, 21, 188, 1),  # 30 keys: one tile, nothing to split
+        (1, 8, 9, 1999, 188, 63),  # 63 tiles, 3 row tiles: every tile its own split
+        (1, 8, 9, 4096, 188, 64),  # capped at MAX_SPLITS
+        (4, 8, 33, 1024, 188, 11),  # 36 CTAs per split: 11 give >= 376
+        (1, 16, 65, 4096, 188, 12),
+        (64, 8, 9, 1000, 188, 2),
+        (200, 8, 9, 1000, 188, 1),  # enough CTAs without splitting
+        (1, 128, 1, 100, 188, 4),  # 4 tiles of keys
+        (1, 8, 9, 4096, 16, 11),  # a small GPU needs fewer splits
+    ],
+)
+def test_split_heuristic_on_known_shapes(batch, heads, q_len, prefix, sm_count, splits):
+    plan = plan_launch(batch, heads, q_len, batch * (prefix + q_len), sm_count)
+    assert plan.num_splits == splits
+    assert plan.grid == (splits, plan.row_tiles, batch)
+    assert plan.ctas == splits * plan.row_tiles * batch
+
+
+def test_split_heuristic_bounds():
+    sm_count = 188
+    for batch, heads, q_len, prefix in itertools.product(
+        (1, 2, 3, 4, 7, 16, 64, 256), (8, 16, 64, 128), (1, 9, 33, 65), (0, 1, 31, 33, 700, 4096, 131072)
+    ):
+        keys = batch * (prefix + q_len)
+        plan = plan_launch(batch, heads, q_len, keys, sm_count)
+        s, base = plan.num_splits, batch * plan.row_tiles
+        mean_tiles = -(-keys // (batch * BLOCK_N))
+        shape = (batch, heads, q_len, prefix)
+        assert 1 <= s <= MAX_SPLITS, shape
+        assert s <= max(1, mean_tiles), shape  # never below one tile of keys per split on average
+        if s < min(MAX_SPLITS, mean_tiles):
+            assert s * base >= 2 * sm_count, shape  # not capped: enough CTAs for two per SM
+        if s > 1:
+            assert (s - 1) * base < 2 * sm_count, shape  # and no more splits than that needs
+
+
+@pytest.mark.parametrize("forced", [1, 2, 5, 13, 64])
+def test_forced_num_splits_is_used_as_given(forced):
+    plan = plan_launch(1, 8, 9, total_keys=30, num_splits=forced)  # one tile: the heuristic would say 1
+    assert plan.num_splits == forced and plan.grid == (forced, 3, 1)
+
+
+def test_plan_for_an_empty_batch():
+    plan = plan_launch(0, 8, 0, total_keys=0)
+    assert plan.ctas == 0
+
+
+def test_prepare_launch_workspace_only_when_split():
+    x = case_inputs("ddtree64-paged")
+    one = prepare_launch(x, num_splits=1)
+    assert one.ws_o is None and one.ws_lse is None
+    assert one.out.data_ptr() == x.o_extend.data_ptr()
+    assert one.total_rows == sum(x.q_lens) * x.num_heads
+    five = prepare_launch(x, num_splits=5)
+    assert five.plan.num_splits == 5
+    assert five.ws_o.shape == (5, five.total_rows, 512) and five.ws_o.dtype == torch.float32
+    assert five.ws_lse.shape == (5, five.total_rows) and five.ws_lse.dtype == torch.float32
+    auto = prepare_launch(x)
+    keys = sum(x.prefix_lens) + sum(x.q_lens)
+    assert auto.plan == plan_launch(x.batch_size, x.num_heads, x.max_len_extend, keys)
+    assert isinstance(auto.kernel, KernelInputs)
