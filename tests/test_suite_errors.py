@@ -33,7 +33,7 @@ EXPECTED: dict[str, tuple[str | None, str | tuple[str, ...]]] = {
         "(top level)",
         "unknown field 'defualts'; known fields: $schema, cases, defaults",
     ),
-    "unknown_case_field.json": ("cases[0]", "unknown field 'batchsize'; known fields: batch_size"),
+    "unknown_case_field.json": ("cases[0]", "unknown field 'batchsize'; known fields: backends, batch_size"),
     "batch_size_string.json": ("cases[0].batch_size", "'4' is not of type 'integer'"),
     "negative_prefix.json": ("cases[0].prefix", "-1 is less than the minimum of 0"),
     "unknown_tree_kind.json": ("cases[0].tree.kind", '"binary" is not one of "chain", "star", "kary"'),

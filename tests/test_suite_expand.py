@@ -364,7 +364,7 @@ def test_workload_changes_change_the_hash(change):
         {"tags": ["nightly"]},
         {"parity": [{"candidate": "mine", "against": "reference", "max_abs": 0.1}]},
         {"description": "words"},
-        {"budget": {"p50_us": 10}},
+        {"budget": {"ceiling_us": {"cuda": 10}}},
         {"inputs": {"logit_spread": 2.5, "sink_logit": 4.0}},  # the defaults, spelled out
         {"model": {"preset": "kimi-k2.6"}},
     ],

@@ -75,7 +75,7 @@ def test_sglang_kernel_matches_fp64_reference(smoke_cases, triton_backend, label
     assert f.max_row_ulp < MAX_ROW_ULP, f"max row-scaled error {f.max_row_ulp:.3f} ULPs at {f.worst}"
     assert 0.0 < f.mean_row_ulp < 0.4
     assert f.rel_l2 < 6e-3
-    (bound,) = case.parity
+    (bound,) = [b for b in case.parity if b.candidate == "triton"]  # the Triton kernel's own bound
     assert judge(bound, f, "triton").status == PASS
 
 
@@ -90,7 +90,7 @@ def test_sglang_kernel_follows_the_tree_mask(smoke_cases, triton_backend):
     wrong_inputs = dataclasses.replace(x, custom_mask=mask)
     wrong_inputs.fresh_output()
     out = triton_backend.run(wrong_inputs)
-    (bound,) = case.parity
+    (bound,) = [b for b in case.parity if b.candidate == "triton"]  # the Triton kernel's own bound
     verdict = judge(bound, parity_figures(out, truth), "triton")
     assert verdict.status == FAIL
     # ...and matches the reference computed on the same wrong mask: the kernel reads the mask we pass

@@ -1,0 +1,44 @@
+"""Importing this module arms the capture in this process when DDBENCH_CAPTURE_DIR is set.
+
+The wrapper is installed the moment SGLang's extend-attention module has executed (an import hook), so
+every later `from … import extend_attention_fwd` — the Triton backend's, in its `__init__` — binds the
+wrapper. The `ddbench-capture.pth` file (`ddbench capture install-hook`) imports this module at the start
+of every Python process of the environment, which is how SGLang's TP worker processes get it too.
+Nothing here may break the process: bad settings and failures are logged and capture stays off.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from types import ModuleType
+from typing import Any
+
+from ddbench.capture.config import config_from_env
+from ddbench.capture.import_hook import call_after_import
+
+TARGET_MODULE = "sglang.kernels.ops.attention.extend_attention"  # = ddbench.capture.installer.TARGET_MODULE
+
+log = logging.getLogger("ddbench.capture")
+
+
+def _install(module: ModuleType, config: dict[str, Any]) -> None:
+    from ddbench.capture.installer import install
+
+    install(module=module, scan_objects=False, **config)  # nothing can have bound it yet
+
+
+def arm() -> bool:
+    """Install now or on import, per the environment; True when capture is armed."""
+    try:
+        config = config_from_env(os.environ)
+    except ValueError as err:
+        log.error("ddbench capture: not armed: %s", err)
+        return False
+    if config is None:
+        return False
+    call_after_import(TARGET_MODULE, lambda module: _install(module, config))
+    return True
+
+
+armed = arm()

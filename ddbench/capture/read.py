@@ -1,0 +1,211 @@
+"""Read a capture file back into inputs a backend can run, checking everything on the way.
+
+Every problem — a missing or truncated file, bytes that are not safetensors, a missing tensor, a wrong
+dtype or shape, bad metadata, a checksum mismatch, inputs that break the layout's invariants — becomes an
+InputError naming the file, so a suite that replays a folder of captures says which one is broken.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ddbench.capture.format import (
+    FORMAT_VERSION,
+    METADATA_KEY,
+    OUTPUT_TENSOR,
+    REQUIRED_METADATA,
+    TENSOR_SPEC,
+    tensor_sha256,
+)
+from ddbench.capture.mask_tree import trees_from_custom_mask
+from ddbench.errors import InputError
+from ddbench.inputs import VerifyInputs, check_inputs, poison_
+from ddbench.suite.presets import HEAD_DIM_V
+
+_MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit: a larger length means the bytes are not safetensors
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+@dataclass
+class Capture:
+    """One captured call: inputs ready to run (fresh poisoned output), what the real kernel wrote, and why."""
+
+    path: Path
+    inputs: VerifyInputs
+    output: torch.Tensor  # (T, H, 512) bf16: o_extend as the serving kernel left it
+    metadata: dict[str, Any]
+
+
+def read_capture(path: str | Path) -> Capture:
+    """Load and validate one capture file; raises InputError(file=path) on any problem."""
+    path = Path(path)
+    file = str(path)
+    data = _read_bytes(path, file)
+    metadata = _parse_header(data, file)
+    tensors = _load_tensors(data, file)
+    _check_tensors(tensors, file)
+    if tensor_sha256(tensors) != metadata["tensor_sha256"]:
+        raise InputError(
+            "checksum mismatch: the tensor bytes differ from metadata.tensor_sha256 (corrupted file?)",
+            file=file,
+        )
+    return Capture(
+        path=path, inputs=_inputs(tensors, metadata, file), output=tensors[OUTPUT_TENSOR], metadata=metadata
+    )
+
+
+def _read_bytes(path: Path, file: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise InputError("no such capture file", file=file) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a capture file", file=file) from None
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", file=file) from None
+
+
+def _parse_header(data: bytes, file: str) -> dict[str, Any]:
+    """The safetensors header, checked by hand so truncation and garbage get plain-words errors."""
+    if len(data) < 8:
+        raise InputError(
+            f"truncated or not a safetensors file: {len(data)} bytes, not even the 8-byte header length",
+            file=file,
+        )
+    size = int.from_bytes(data[:8], "little")
+    if size < 2 or size > _MAX_HEADER:
+        raise InputError(f"not a safetensors file (header length field reads {size})", file=file)
+    if 8 + size > len(data):
+        raise InputError(
+            f"truncated: the header needs {size} bytes after the length field, the file has {len(data) - 8}",
+            file=file,
+        )
+    try:
+        header = json.loads(data[8 : 8 + size].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise InputError("not a safetensors file: the header is not JSON", file=file) from None
+    if not isinstance(header, dict):
+        raise InputError("not a safetensors file: the header is not a JSON object", file=file)
+    body = len(data) - 8 - size
+    for name, entry in header.items():
+        if name == "__metadata__" or not isinstance(entry, dict):
+            continue
+        offsets = entry.get("data_offsets")
+        if (
+            isinstance(offsets, list)
+            and len(offsets) == 2
+            and isinstance(offsets[1], int)
+            and offsets[1] > body
+        ):
+            raise InputError(
+                f"truncated: tensor {name} ends at byte {offsets[1]} of the data, the file holds {body}",
+                file=file,
+            )
+    return _parse_metadata(header.get("__metadata__"), file)
+
+
+def _parse_metadata(raw: Any, file: str) -> dict[str, Any]:
+    if not isinstance(raw, dict) or METADATA_KEY not in raw:
+        raise InputError(
+            f"no {METADATA_KEY!r} entry in the safetensors metadata: not a ddbench capture", file=file
+        )
+    try:
+        metadata = json.loads(raw[METADATA_KEY])
+    except (TypeError, json.JSONDecodeError) as err:
+        raise InputError(f"is not valid JSON: {err}", file=file, path=f"metadata[{METADATA_KEY}]") from None
+    if not isinstance(metadata, dict):
+        raise InputError("must be a JSON object", file=file, path=f"metadata[{METADATA_KEY}]")
+    for key, types in REQUIRED_METADATA.items():
+        value = metadata.get(key)
+        if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
+            want = " or ".join(t.__name__ for t in types)
+            raise InputError(f"missing or not a {want} (got {value!r})", file=file, path=f"metadata.{key}")
+    if metadata["format_version"] != FORMAT_VERSION:
+        raise InputError(
+            f"format version {metadata['format_version']}; this ddbench reads version {FORMAT_VERSION}",
+            file=file,
+            path="metadata.format_version",
+        )
+    if metadata["page_size"] < 1 or metadata["max_len_extend"] < 0:
+        raise InputError(
+            f"page_size {metadata['page_size']} / max_len_extend {metadata['max_len_extend']} out of range",
+            file=file,
+            path="metadata",
+        )
+    if not _SHA256.fullmatch(metadata["tensor_sha256"]):
+        raise InputError("is not a hex SHA-256", file=file, path="metadata.tensor_sha256")
+    return metadata
+
+
+def _load_tensors(data: bytes, file: str) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load
+
+    try:
+        return load(data)
+    except Exception as err:  # the library's own checks: offsets, dtypes, overlaps
+        raise InputError(f"not a valid safetensors file: {err}", file=file) from None
+
+
+def _check_tensors(tensors: dict[str, torch.Tensor], file: str) -> None:
+    for name, (dtypes, rank) in TENSOR_SPEC.items():
+        if name not in tensors:
+            raise InputError(f"missing tensor {name}", file=file)
+        t = tensors[name]
+        if t.dtype not in dtypes:
+            want = " or ".join(str(d).removeprefix("torch.") for d in dtypes)
+            raise InputError(
+                f"dtype {str(t.dtype).removeprefix('torch.')}, expected {want}", file=file, path=name
+            )
+        if t.dim() != rank:
+            raise InputError(
+                f"shape {tuple(t.shape)} has rank {t.dim()}, expected {rank}", file=file, path=name
+            )
+    total_q, heads = tensors["q_extend"].shape[:2]
+    expect = (total_q, heads, HEAD_DIM_V)
+    if tuple(tensors[OUTPUT_TENSOR].shape) != expect:
+        raise InputError(
+            f"shape {tuple(tensors[OUTPUT_TENSOR].shape)}, expected {expect}", file=file, path=OUTPUT_TENSOR
+        )
+
+
+def _inputs(tensors: dict[str, torch.Tensor], metadata: dict[str, Any], file: str) -> VerifyInputs:
+    k_buffer = tensors["k_buffer"]
+    x = VerifyInputs(
+        q_extend=tensors["q_extend"],
+        k_extend=tensors["k_extend"],
+        v_extend=tensors["v_extend"],
+        o_extend=poison_(torch.empty_like(tensors[OUTPUT_TENSOR])),
+        k_buffer=k_buffer,
+        v_buffer=k_buffer[..., :HEAD_DIM_V],
+        qo_indptr=tensors["qo_indptr"],
+        kv_indptr=tensors["kv_indptr"],
+        kv_indices=tensors["kv_indices"],
+        out_cache_loc=tensors["out_cache_loc"],
+        custom_mask=tensors["custom_mask"],
+        mask_indptr=tensors["mask_indptr"],
+        sm_scale=float(metadata["sm_scale"]),
+        max_len_extend=metadata["max_len_extend"],
+        page_size=metadata["page_size"],
+        is_causal=metadata["is_causal"],
+    )
+    if x.qo_indptr.numel() < 1:
+        raise InputError("is empty; it needs batch size + 1 entries", file=file, path="qo_indptr")
+    check_inputs(x, source=file)
+    q_lens = tuple(int(n) for n in (x.qo_indptr[1:] - x.qo_indptr[:-1]).tolist())
+    prefix_lens = tuple(int(n) for n in (x.kv_indptr[1:] - x.kv_indptr[:-1]).tolist())
+    if q_lens and max(q_lens) > x.max_len_extend:
+        raise InputError(
+            f"{x.max_len_extend} is below the longest request's {max(q_lens)} draft tokens "
+            "(the kernel would leave rows unwritten)",
+            file=file,
+            path="metadata.max_len_extend",
+        )
+    trees = trees_from_custom_mask(x.custom_mask, x.mask_indptr, prefix_lens, q_lens)
+    return dataclasses.replace(x, prefix_lens=prefix_lens, q_lens=q_lens, trees=trees)
