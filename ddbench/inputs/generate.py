@@ -40,7 +40,10 @@ def _ancestor_rows(tree: Tree, prefix: int) -> torch.Tensor:
 
 
 def generate_inputs(case: Case, device: torch.device | str = "cpu") -> VerifyInputs:
-    """Build on the CPU from the case's seed (bit-identical on every machine), then move to `device`."""
+    """Build on the CPU from the case's seed (bit-identical on every machine), then move to `device`.
+    A replayed capture is read from its file instead (with the output the serving kernel produced)."""
+    if case.capture is not None:
+        return _replayed(case, device)
     g = torch.Generator().manual_seed(case_generator_seed(case))
     dtype = DTYPES[case.dtype]
     heads, q_len, bs = case.heads_per_rank, case.q_len, case.batch_size
@@ -110,3 +113,13 @@ def _indptr(lengths: list[int], dtype: torch.dtype) -> torch.Tensor:
     out = torch.zeros(len(lengths) + 1, dtype=torch.int64)
     out[1:] = torch.tensor(lengths, dtype=torch.int64).cumsum(0)
     return out.to(dtype)
+
+
+def _replayed(case: Case, device: torch.device | str) -> VerifyInputs:
+    import dataclasses
+
+    from ddbench.capture import read_capture
+
+    capture = read_capture(case.capture.path)
+    inputs = dataclasses.replace(capture.inputs, captured_output=capture.output)
+    return inputs if torch.device(device).type == "cpu" else inputs.to(device)

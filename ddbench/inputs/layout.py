@@ -74,6 +74,7 @@ class VerifyInputs:
     prefix_lens: tuple[int, ...] = ()
     q_lens: tuple[int, ...] = ()
     trees: tuple[Tree, ...] = ()
+    captured_output: torch.Tensor | None = None  # a replayed capture: what the serving kernel produced
 
     @property
     def batch_size(self) -> int:
@@ -90,6 +91,8 @@ class VerifyInputs:
     def to(self, device: torch.device | str) -> VerifyInputs:
         moved = {name: getattr(self, name).to(device) for name in TENSOR_FIELDS if name != "v_buffer"}
         moved["v_buffer"] = moved["k_buffer"][..., : self.v_buffer.shape[-1]]
+        if self.captured_output is not None:
+            moved["captured_output"] = self.captured_output.to(device)
         return dataclasses.replace(self, **moved)
 
     def fresh_output(self) -> torch.Tensor:

@@ -42,7 +42,10 @@ def readable_id(case: Case) -> str:
 
 
 def case_id(case: Case, label: str | None = None) -> Case:
+    """`label.readable-hash`; a replayed capture is named by its label (capture-<file stem>) alone."""
     readable = readable_id(case)
-    if label:
+    if case.capture is not None and label:
+        readable = label
+    elif label:
         readable = f"{label}.{readable}"
     return dataclasses.replace(case, id=f"{readable}-{workload_hash(case)}")

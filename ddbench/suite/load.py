@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from ddbench.errors import InputError, SuiteInvalid
-from ddbench.suite.expand import expand_document
+from ddbench.suite.captures import CaptureInfo, CaptureLoader, file_loader
+from ddbench.suite.expand import RawCase, expand_document
 from ddbench.suite.model import Suite
-from ddbench.suite.resolve import resolve_case
+from ddbench.suite.resolve import resolve_capture_case, resolve_case
 from ddbench.suite.schema import schema_errors
 
 
@@ -30,14 +31,20 @@ def read_json(path: Path) -> Any:
         ) from None
 
 
-def parse_suite(document: Any, file: str) -> Suite:
-    """Validate and expand an already-parsed document; raises SuiteInvalid listing every problem."""
+def _no_captures(name: str) -> list[CaptureInfo]:
+    raise InputError("captures are replayed from suite files only (their paths are relative to the file)")
+
+
+def parse_suite(document: Any, file: str, captures: CaptureLoader = _no_captures) -> Suite:
+    """Validate and expand an already-parsed document; raises SuiteInvalid listing every problem.
+
+    `captures` reads the capture files that cases name (load_suite passes one rooted at the suite's folder).
+    """
     errors = schema_errors(document, file)
     if errors:
         raise SuiteInvalid(errors)
     cases, first_seen = [], {}
-    for raw in expand_document(document):
-        case, problems = resolve_case(raw, document["name"], file)
+    for raw, case, problems in _resolved(expand_document(document), document["name"], file, captures):
         errors += problems
         if case is None:
             continue
@@ -61,6 +68,27 @@ def parse_suite(document: Any, file: str) -> Suite:
     )
 
 
+def _resolved(raws: list[RawCase], suite: str, file: str, captures: CaptureLoader):
+    """(raw, case or None, problems) per case; a capture entry becomes one case per capture file."""
+    for raw in raws:
+        name = raw.fields.get("capture")
+        if name is None:
+            yield (raw, *resolve_case(raw, suite, file))
+            continue
+        try:
+            infos = captures(name)
+        except InputError as err:
+            reason = f"{err.file}: {err.reason}" if err.file else err.reason
+            yield (
+                raw,
+                None,
+                [InputError(f"capture {name!r}: {reason}", file=file, path=raw.origin("capture"))],
+            )
+            continue
+        for info in infos:
+            yield (raw, *resolve_capture_case(raw, suite, file, info))
+
+
 def load_suite(path: str | Path) -> Suite:
     path = Path(path)
-    return parse_suite(read_json(path), str(path))
+    return parse_suite(read_json(path), str(path), file_loader(path.parent))

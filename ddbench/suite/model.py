@@ -63,6 +63,14 @@ class ParityBound:
 
 
 @dataclass(frozen=True)
+class CaptureRef:
+    """A replayed capture: the file, and the SHA-256 of its bytes (the workload a case ID stands for)."""
+
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
 class Case:
     id: str
     suite: str
@@ -79,6 +87,7 @@ class Case:
     parity: tuple[ParityBound, ...]
     budget: Budget | None = None
     backends: tuple[str, ...] = ()  # run by default; empty: the backends the bounds name
+    capture: CaptureRef | None = None  # inputs come from this file instead of the generator
     tags: tuple[str, ...] = ()
     description: str = ""
     origin: str = ""  # JSON path of the suite entry the case came from
@@ -92,7 +101,14 @@ class Case:
         return self.batch_size * self.q_len
 
     def workload(self) -> dict[str, Any]:
-        """Everything that changes the computed tensors; its canonical JSON is hashed into the case ID."""
+        """Everything that changes the computed tensors; its canonical JSON is hashed into the case ID.
+        A replayed capture is its file's bytes."""
+        if self.capture is not None:
+            return {"capture_sha256": self.capture.sha256, "dtype": self.dtype}
+        return self.shape()
+
+    def shape(self) -> dict[str, Any]:
+        """The workload's description (for a capture: what its tensors hold)."""
         return {
             "model": {"name": self.model.name, "heads": self.model.heads, "sm_scale": self.model.sm_scale},
             "layout": {"tp": self.layout.tp, "dp_attention": self.layout.dp_attention},
@@ -110,12 +126,14 @@ class Case:
         return {
             "id": self.id,
             "suite": self.suite,
-            **self.workload(),
+            **self.shape(),
             "q_len": self.q_len,
             "parity": [b.to_json() for b in self.parity],
             "budget": self.budget.to_json() if self.budget else None,
+            "backends": list(self.backends),
             "tags": list(self.tags),
             "description": self.description,
+            "capture": {"path": self.capture.path, "sha256": self.capture.sha256} if self.capture else None,
         }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ddbench.errors import InputError, TreeSpecError
 from ddbench.suite.budget import Budget, budget_from_json
+from ddbench.suite.captures import CaptureInfo
 from ddbench.suite.expand import RawCase
 from ddbench.suite.ids import case_id
 from ddbench.suite.model import LIMIT_NAMES, Case, InputStyle, Layout, ModelSpec, ParityBound
@@ -195,3 +196,40 @@ def resolve_case(raw: RawCase, suite: str, file: str) -> tuple[Case | None, list
         origin=raw.entry,
     )
     return case_id(case, c.value("label")), []
+
+
+def resolve_capture_case(
+    raw: RawCase, suite: str, file: str, info: CaptureInfo
+) -> tuple[Case | None, list[InputError]]:
+    """A replayed capture: its tensors define the workload; the suite gives bounds, backends, budget, tags."""
+    c = _Checker(raw, file)
+    parity = _parity(c)
+    budget = _budget(c)
+    if c.errors:
+        return None, c.errors
+    tree = (
+        {"kind": "parents", "parents": list(info.parents)} if info.parents else {"kind": "chain", "length": 1}
+    )
+    case = Case(
+        id="",
+        suite=suite,
+        model=ModelSpec(name=info.model or "captured", heads=info.heads, sm_scale=info.sm_scale),
+        layout=Layout(),
+        batch_size=info.batch_size,
+        prefix_lens=info.prefix_lens,
+        tree=tree,
+        q_len=info.q_len,
+        page_size=info.page_size,
+        dtype=c.value("dtype"),
+        seed=0,
+        inputs=InputStyle(),
+        parity=parity,
+        budget=budget,
+        backends=tuple(c.value("backends") or ()),
+        tags=tuple(c.value("tags") or ()),
+        description=c.value("description") or f"replay of {info.ref.path}",
+        origin=raw.entry,
+        capture=info.ref,
+    )
+    label = c.value("label")
+    return case_id(case, f"{label}.capture-{info.stem}" if label else f"capture-{info.stem}"), []
