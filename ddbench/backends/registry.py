@@ -8,6 +8,7 @@ from importlib.metadata import entry_points
 
 import torch
 
+from ddbench.backends.captured import CapturedOutputBackend
 from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.backends.cuda_kernel import CudaKernelBackend
 from ddbench.backends.protocol import Backend
@@ -23,6 +24,7 @@ BUILTINS: dict[str, Callable[[], Backend]] = {
     "triton": SglangTritonBackend,
     "cuda": CudaKernelBackend,
     "cuda-emu": CudaEmuBackend,
+    "captured": CapturedOutputBackend,
 }
 
 
@@ -74,6 +76,14 @@ def get_backend(name: str) -> Backend:
         except Exception as err:
             raise BackendUnavailable(f"backend {name} (entry point): {type(err).__name__}: {err}") from None
         return _instantiate(obj, f"entry point {name}")
+    if name.startswith(("mutant:", "mutant-emu:")):  # the self-test's deliberately wrong backends
+        from ddbench.explain.mutants import get_mutant
+
+        try:
+            return get_mutant(name)
+        except KeyError as err:
+            raise InputError(err.args[0], path="--backends") from None
     raise InputError(
-        f"unknown backend {name!r}; known: {', '.join(known_backend_names())}", path="--backends"
+        f"unknown backend {name!r}; known: {', '.join(known_backend_names())} (and mutant:<hypothesis>)",
+        path="--backends",
     )
