@@ -14,7 +14,7 @@ import torch
 from ddbench.backends.protocol import Availability
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.build import KernelBuildError, build_emulation_library, find_kernels_dir
-from ddbench.kernel.launch import prepare_launch
+from ddbench.kernel.launch import PreparedLaunch, prepare_launch
 
 _ERROR_BYTES = 4096
 _EMU_SOURCE = Path("verify") / "verify_emu.cpp"
@@ -69,11 +69,20 @@ class CudaEmuBackend:
             return Availability.no(str(err))
         return Availability.yes("kernels/verify/verify_attn.cuh under the ddk CPU emulation")
 
+    def prepare(self, inputs: VerifyInputs) -> PreparedLaunch:
+        """Marshaling and plan; the seam `ddbench selftest`'s mutants use to inject marshaling mistakes."""
+        return prepare_launch(inputs, num_splits=self.num_splits)
+
     def run(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> torch.Tensor:
         library = self._load()
+        if lse is not None:
+            expected = (inputs.q_extend.shape[0], inputs.q_extend.shape[1])
+            shaped = lse.dtype == torch.float32 and tuple(lse.shape) == expected and lse.is_contiguous()
+            if not shaped or lse.is_cuda:
+                raise ValueError(f"lse must be a contiguous CPU float32 tensor of shape {expected}")
         if inputs.device.type != "cpu":
             inputs = inputs.to("cpu")
-        launch = prepare_launch(inputs, num_splits=self.num_splits)
+        launch = self.prepare(inputs)
         k, plan = launch.kernel, launch.plan
         tensors = [k.q, k.kv, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out]
         if not all(t.is_contiguous() for t in tensors):

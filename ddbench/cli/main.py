@@ -13,10 +13,15 @@ import click
 import torch
 
 from ddbench.cli.baseline_cmd import baseline_group
+from ddbench.cli.capture_cmd import capture_group, capture_info_command
 from ddbench.cli.env_cmd import env_command
+from ddbench.cli.explain_cmd import explain_command
 from ddbench.cli.kernel_cmd import kernel_check_command
 from ddbench.cli.list_cmd import list_command
+from ddbench.cli.merge_cmd import merge_command
+from ddbench.cli.report_cmd import report_command
 from ddbench.cli.run_cmd import run_command
+from ddbench.cli.selftest_cmd import selftest_command
 from ddbench.cli.validate_cmd import validate_command
 from ddbench.errors import DdbenchError
 
@@ -49,6 +54,12 @@ cli.add_command(run_command)
 cli.add_command(env_command)
 cli.add_command(baseline_group)
 cli.add_command(kernel_check_command)
+cli.add_command(report_command)
+cli.add_command(merge_command)
+cli.add_command(capture_info_command)
+cli.add_command(capture_group)
+cli.add_command(explain_command)
+cli.add_command(selftest_command)
 
 
 def main() -> None:

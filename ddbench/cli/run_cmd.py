@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ddbench.atomic import write_atomic
 from ddbench.backends import preferred_device
 from ddbench.baselines.device import device_key
 from ddbench.baselines.lookup import BaselineSet
@@ -14,7 +15,9 @@ from ddbench.cli.common import load_suites, resolve_backends, select_cases, stde
 from ddbench.environment import environment
 from ddbench.errors import InputError
 from ddbench.metrics import ERROR, FAIL, SKIPPED
+from ddbench.report.document import results_document
 from ddbench.report.junit import write_junit
+from ddbench.report.markdown_summary import summary_markdown
 from ddbench.report.outputs import save_outputs
 from ddbench.report.results_file import ResultsFile
 from ddbench.report.table import latency_table, results_table, skipped_summary
@@ -77,6 +80,12 @@ def _progress() -> Progress:
 @click.option(
     "--shard", help="i/n: run only every n-th case starting at the i-th (for several GPUs or jobs)."
 )
+@click.option(
+    "--markdown",
+    "markdown_path",
+    type=click.Path(dir_okay=False),
+    help="Markdown summary at the end (for CI step summaries, e.g. $GITHUB_STEP_SUMMARY).",
+)
 def run_command(
     suites: tuple[str, ...],
     backend_names: str | None,
@@ -89,6 +98,7 @@ def run_command(
     timing_mode: str | None,
     baseline_file: str | None,
     shard: str | None,
+    markdown_path: str | None,
 ) -> None:
     """Run suites: parity of every backend pair the suite bounds, on fresh seeded inputs; latency of the
     cases with a budget, judged against the stored baseline."""
@@ -126,6 +136,13 @@ def run_command(
         results_file.finish()
     if junit_path:
         write_junit(junit_path, results)
+    if markdown_path:
+        document = (
+            results_file.document
+            if results_file
+            else results_document(results, [s.path for s in loaded], environment())
+        )
+        write_atomic(markdown_path, summary_markdown(document))
 
     stdout.print(results_table(results))
     if note := skipped_summary(results):

@@ -89,6 +89,8 @@ def results_table(results: Sequence[CaseResult]) -> Table:
                 else ("",) * 5
             )
             verdict = _status(p.verdict.status, "; ".join(p.verdict.reasons))
+            if p.diagnosis:  # one line under the verdict: what `ddbench explain` makes of the failure
+                verdict += "\n[dim]↳[/] " + escape(p.diagnosis.get("summary") or p.diagnosis.get("error", ""))
             run = r.runs.get(p.candidate)
             table.add_row(
                 r.case.id,

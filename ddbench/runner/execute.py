@@ -9,6 +9,7 @@ import torch
 
 from ddbench.backends.protocol import Backend
 from ddbench.errors import InputError
+from ddbench.explain.attach import diagnose_failures
 from ddbench.inputs import check_inputs, generate_inputs
 from ddbench.metrics import ERROR, SKIPPED, Verdict, judge, parity_figures
 from ddbench.runner.results import BackendRun, CaseResult, PairResult
@@ -109,6 +110,7 @@ def run_case(
     for name, backend in backends.items():
         result.runs[name] = _call(backend, inputs)
     result.pairs = _judge_pairs(case, result.runs)
+    diagnose_failures(result, inputs)
     clean = {name: b for name, b in backends.items() if result.runs[name].error is None}
     if budget is not None and clean:
         result.timing = time_case(case, budget, clean, inputs, baselines or {})

@@ -35,9 +35,10 @@ class PairResult:
     bound: ParityBound
     verdict: Verdict
     figures: ParityFigures | None = None
+    diagnosis: dict[str, Any] | None = None  # `ddbench explain` of a failing pair (ddbench/explain)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "candidate": self.candidate,
             "against": self.against,
             "bound": self.bound.to_json(),
@@ -45,6 +46,7 @@ class PairResult:
             "reasons": list(self.verdict.reasons),
             "figures": self.figures.to_json() if self.figures else None,
         }
+        return out | ({"diagnosis": self.diagnosis} if self.diagnosis is not None else {})
 
 
 @dataclass

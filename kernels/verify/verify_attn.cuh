@@ -236,7 +236,9 @@ DDK_GLOBAL void verify_attention_kernel(const VerifyParams p) {
   for (int h = 0; h < 2; ++h) {
     if (!my_valid[h]) continue;
     const float inv = row_sum[h] > 0.f ? 1.f / row_sum[h] : 0.f;  // a fully masked row gives 0, not NaN
-    const float lse2 = row_sum[h] > 0.f ? row_max[h] + log2f(row_sum[h]) : kNegInf;
+    // NaN (a poisoned key was read) must reach the combine and the output, never hide as an empty split.
+    const bool seen = row_sum[h] > 0.f || row_sum[h] != row_sum[h];
+    const float lse2 = seen ? row_max[h] + log2f(row_sum[h]) : kNegInf;
     const int64_t grow = my_global_row[h];
     if (p.num_splits == 1) {
       uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + grow * kDimV + quarter * kColSlice);

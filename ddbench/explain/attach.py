@@ -1,0 +1,35 @@
+"""The hook of `ddbench run`: a failing pair gets its diagnosis, computed from the in-memory outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddbench.explain.diagnose import Explainer
+from ddbench.explain.threads import single_thread
+from ddbench.inputs.layout import VerifyInputs
+from ddbench.metrics import FAIL
+from ddbench.runner.results import CaseResult
+
+
+def diagnose_failures(result: CaseResult, inputs: VerifyInputs) -> None:
+    """Set `diagnosis` on every failed pair with an output, one explain per candidate; never raises.
+
+    A diagnosis is advice: if explaining fails, the pair says why and the run goes on with its verdicts.
+    """
+    failing = [p for p in result.pairs if p.verdict.status == FAIL and p.figures is not None]
+    if not failing:
+        return
+    explainer: Explainer | None = None
+    done: dict[str, dict[str, Any]] = {}
+    for pair in failing:
+        run = result.runs.get(pair.candidate)
+        if run is None or run.output is None:
+            continue
+        if pair.candidate not in done:
+            try:
+                with single_thread():
+                    explainer = explainer or Explainer(inputs)
+                    done[pair.candidate] = explainer.diagnose(run.output).to_json()
+            except Exception as err:  # explain must never turn a verdict into a crash
+                done[pair.candidate] = {"error": f"explain failed: {type(err).__name__}: {err}"}
+        pair.diagnosis = done[pair.candidate]

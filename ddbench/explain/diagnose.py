@@ -1,0 +1,177 @@
+"""Diagnose a candidate output: rank every classic mistake by how well it reproduces it, map the error.
+
+`Explainer(inputs)` evaluates the correct output and every candidate-independent hypothesis once, so many
+candidates of one case (a run's failing pairs, the self-test's mutants) cost one comparison each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ddbench.explain.attention import Prediction, correct_plan, evaluate
+from ddbench.explain.error_map import ErrorMap, error_map
+from ddbench.explain.hypotheses import HYPOTHESES, Context, Hypothesis, Variant
+from ddbench.explain.rank import (
+    EXPLAINED,
+    MATCHES_REFERENCE,
+    RULE,
+    Match,
+    Prepared,
+    Ranked,
+    match_prepared,
+    rank,
+    verdict,
+)
+from ddbench.inputs.layout import VerifyInputs
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    verdict: str  # EXPLAINED, MATCHES_REFERENCE or UNEXPLAINED
+    ranking: tuple[Ranked, ...]  # one entry per hypothesis (its best variant), best first
+    reference: Match  # the candidate against the correct output
+    aliases: tuple[str, ...]  # hypotheses giving the same output as the best one on this workload
+    error_map: ErrorMap
+
+    @property
+    def best(self) -> Ranked | None:
+        return self.ranking[0] if self.verdict == EXPLAINED else None
+
+    def explains(self, hypothesis: str) -> bool:
+        """Named as the cause: the best hypothesis, or one this workload cannot tell apart from it."""
+        return self.best is not None and hypothesis in (self.best.hypothesis, *self.aliases)
+
+    def summary(self) -> str:
+        ref = self.reference
+        if self.verdict == MATCHES_REFERENCE:
+            return (
+                f"within bf16 noise of the correct output (rel L2 {ref.rel_l2:.1e}, mean row "
+                f"{ref.mean_row_ulp:.2f} ULP): a precision matter, not a classic mistake"
+            )
+        top = self.ranking[0] if self.ranking else None
+        if self.verdict == EXPLAINED and top is not None:
+            also = f"; this workload cannot tell it from: {', '.join(self.aliases)}" if self.aliases else ""
+            return (
+                f"{top.title} [{top.hypothesis}] reproduces the output (rel L2 {top.match.rel_l2:.1e}, "
+                f"vs {_rel(ref)} for the correct output){also}"
+            )
+        closest = (
+            f"closest: {top.hypothesis} at {_rel(top.match)}; " if top is not None and top.distinct else ""
+        )
+        where = self.error_map.findings[0] if self.error_map.findings else "no localisation"
+        return f"no hypothesis explains it ({closest}correct output at {_rel(ref)}); {where}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "hypothesis": self.best.hypothesis if self.best else None,
+            "variant": self.best.variant if self.best else None,
+            "aliases": list(self.aliases),
+            "summary": self.summary(),
+            "rule": RULE,
+            "reference": self.reference.to_json(),
+            "ranking": [r.to_json() for r in self.ranking],
+            "error_map": self.error_map.to_json(),
+        }
+
+
+def _rel(m: Match) -> str:
+    text = f"rel L2 {m.rel_l2:.2g}"
+    return text + (f" + {m.nan_mismatch:.0%} rows NaN-mismatched" if m.nan_mismatch else "")
+
+
+class Explainer:
+    """The hypotheses of one case's inputs, evaluated once; `diagnose` compares a candidate to them."""
+
+    def __init__(self, inputs: VerifyInputs, hypotheses: Sequence[Hypothesis] = HYPOTHESES) -> None:
+        self.inputs = inputs
+        self.hypotheses = tuple(hypotheses)
+        plan = correct_plan(inputs)
+        self.context = Context(inputs, plan, evaluate(plan))
+        self._correct = Prepared.of_prediction(self.context.correct)
+        self._fixed: dict[tuple[str, str], _Evaluated] = {
+            (h.name, v.name): self._evaluated(v.predict(self.context))
+            for h in self.hypotheses
+            for v in h.variants
+            if not v.uses_candidate
+        }
+        self._visible: dict[str, bool] = {}
+
+    @property
+    def correct(self) -> Prediction:
+        return self.context.correct
+
+    def changes_output(self, hypothesis: str) -> bool:
+        """Whether the mistake shows at all on this workload (a causal mask on a chain does not).
+
+        A variant fitted to the candidate is judged by what it predicts without one (its reference mutant).
+        """
+        if hypothesis not in self._visible:
+            h = next(h for h in self.hypotheses if h.name == hypothesis)
+            self._visible[hypothesis] = any(
+                (self._fixed.get((h.name, v.name)) or self._evaluated(v.predict(self.context))).distinct
+                for v in h.variants
+            )
+        return self._visible[hypothesis]
+
+    def _evaluated(self, prediction: Prediction) -> _Evaluated:
+        prepared = Prepared.of_prediction(prediction)
+        distinct = not match_prepared(prepared, self._correct).within_noise()
+        return _Evaluated(prediction, prepared, distinct)
+
+    def _prediction(self, hypothesis: Hypothesis, variant: Variant, candidate: torch.Tensor) -> _Evaluated:
+        if not variant.uses_candidate:
+            return self._fixed[hypothesis.name, variant.name]
+        ctx = Context(self.inputs, self.context.plan, self.correct, candidate)
+        return self._evaluated(variant.predict(ctx))
+
+    def diagnose(self, candidate: torch.Tensor) -> Diagnosis:
+        if tuple(candidate.shape) != tuple(self.correct.output.shape):
+            raise ValueError(
+                f"candidate shape {tuple(candidate.shape)} is not the output's "
+                f"{tuple(self.correct.output.shape)}"
+            )
+        c = Prepared.of(candidate)
+        entries, evaluated = [], {}
+        for h in self.hypotheses:
+            best: tuple[Ranked, _Evaluated] | None = None
+            for v in h.variants:
+                e = self._prediction(h, v, candidate)
+                entry = Ranked(
+                    h.name, h.title, h.why, v.name, v.how, match_prepared(c, e.prepared), e.distinct
+                )
+                if best is None or rank([entry, best[0]])[0] is entry:
+                    best = (entry, e)
+            assert best is not None
+            entries.append(best[0])
+            evaluated[h.name] = best[1]
+        ranking = rank(entries)
+        reference = match_prepared(c, self._correct)
+        outcome = verdict(ranking, reference)
+        aliases: tuple[str, ...] = ()
+        if outcome == EXPLAINED:
+            top = evaluated[ranking[0].hypothesis].prepared
+            aliases = tuple(
+                e.hypothesis
+                for e in ranking[1:]
+                if e.distinct and match_prepared(evaluated[e.hypothesis].prepared, top).within_noise()
+            )
+        return Diagnosis(
+            outcome, tuple(ranking), reference, aliases, error_map(candidate, self.correct, self.inputs)
+        )
+
+
+@dataclass(frozen=True)
+class _Evaluated:
+    prediction: Prediction
+    prepared: Prepared
+    distinct: bool  # differs from the correct output on this workload
+
+
+def explain(inputs: VerifyInputs, candidate: torch.Tensor) -> Diagnosis:
+    """One-shot diagnosis of `candidate` (a backend's output for `inputs`)."""
+    return Explainer(inputs).diagnose(candidate)

@@ -1,0 +1,342 @@
+"""The classic mistakes of a verify-attention port, each as "what the output would be under it".
+
+Each hypothesis is a named, documented edit of the correct attention plan (`attention.correct_plan`) or of
+the correct output, with one or more variants where a mistake shows up differently depending on how the
+kernel consumes its inputs (the best-matching variant is what the ranking reports). Everything here is
+pure: inputs in, predictions out. `ddbench.explain.mutants` turns each one into a deliberately wrong
+backend, so `ddbench selftest` can prove that the suite catches it and that `explain` names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ddbench.explain.attention import (
+    AttentionPlan,
+    Prediction,
+    RequestPlan,
+    evaluate,
+    read_draft_mask,
+)
+from ddbench.inputs.layout import VerifyInputs
+from ddbench.suite.presets import HEAD_DIM_QK, HEAD_DIM_V, ROPE_DIM
+
+SCALE_576 = HEAD_DIM_QK**-0.5  # 1/sqrt(576): the absorbed width, a classic wrong scale
+SCALE_192 = 192**-0.5  # qk_head_dim^-0.5 without YaRN's mscale^2
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a prediction may use: the inputs, the correct plan and output, and (rarely) the candidate."""
+
+    inputs: VerifyInputs
+    plan: AttentionPlan
+    correct: Prediction
+    candidate: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    how: str  # what exactly is computed, in one phrase
+    predict: Callable[[Context], Prediction]
+    uses_candidate: bool = False  # fitted to the candidate (e.g. which heads it holds)
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    name: str  # stable key: JSON, `mutant:<name>`, `selftest --mutant <name>`
+    title: str  # what the user reads
+    why: str  # how a real port gets there
+    variants: tuple[Variant, ...]
+
+
+def _planned(edit: Callable[[VerifyInputs, AttentionPlan], AttentionPlan]) -> Callable[[Context], Prediction]:
+    return lambda ctx: evaluate(edit(ctx.inputs, ctx.plan))
+
+
+def _ones(rows: int, cols: int, like: torch.Tensor) -> torch.Tensor:
+    return torch.ones(rows, cols, dtype=torch.bool, device=like.device)
+
+
+def _prefix_of(req: RequestPlan) -> int:
+    return int((~req.draft_keys).sum())
+
+
+def _tree_of(req: RequestPlan) -> torch.Tensor:
+    """The request's correct (q_len, q_len) draft block."""
+    return req.visible[:, _prefix_of(req) :]
+
+
+def _with_draft_block(
+    x: VerifyInputs, plan: AttentionPlan, block: Callable[[int, RequestPlan], torch.Tensor]
+) -> AttentionPlan:
+    def edit(r: int, req: RequestPlan) -> RequestPlan:
+        prefix, q_len = _prefix_of(req), req.q1 - req.q0
+        visible = torch.cat([_ones(q_len, prefix, req.visible), block(r, req)], dim=1)
+        return RequestPlan(req.q0, req.q1, req.key_slots, visible, req.draft_keys)
+
+    return plan.with_requests(edit)
+
+
+# --- which keys ---------------------------------------------------------------------------------------------
+
+
+def _prefix_only(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    def edit(r: int, req: RequestPlan) -> RequestPlan:
+        prefix, q_len = _prefix_of(req), req.q1 - req.q0
+        slots = req.key_slots[:prefix]
+        return RequestPlan(req.q0, req.q1, slots, _ones(q_len, prefix, slots), req.draft_keys[:prefix])
+
+    return plan.with_requests(edit)
+
+
+def _prefix_as_key_list(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    """kv_indices taken as the whole key list: the kernel masks its LAST q_len entries with the tree mask."""
+
+    def edit(r: int, req: RequestPlan) -> RequestPlan:
+        prefix, q_len = _prefix_of(req), req.q1 - req.q0
+        if q_len == 0:
+            return req
+        slots = req.key_slots[:prefix]
+        start = prefix - q_len  # the kernel's idea of the prefix length; negative when prefix < q_len
+        key = torch.arange(prefix, device=slots.device)
+        column = (key - start).clamp(0, q_len - 1)
+        visible = (key[None, :] < start) | _tree_of(req)[:, column]
+        return RequestPlan(req.q0, req.q1, slots, visible, key >= start)
+
+    return plan.with_requests(edit)
+
+
+def _slot_plus_one(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    def edit(r: int, req: RequestPlan) -> RequestPlan:
+        slots = torch.where(req.draft_keys, req.key_slots, req.key_slots + 1)
+        return RequestPlan(req.q0, req.q1, slots, req.visible, req.draft_keys)
+
+    return plan.with_requests(edit)
+
+
+def _draft_slots_without_request_offset(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    loc = x.out_cache_loc.long()
+
+    def edit(r: int, req: RequestPlan) -> RequestPlan:
+        prefix, q_len = _prefix_of(req), req.q1 - req.q0
+        local = torch.arange(q_len, device=loc.device).clamp(max=loc.numel() - 1)
+        slots = torch.cat([req.key_slots[:prefix], loc[local]])
+        return RequestPlan(req.q0, req.q1, slots, req.visible, req.draft_keys)
+
+    return plan.with_requests(edit)
+
+
+def _drafts_twice(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    def edit(r: int, req: RequestPlan) -> RequestPlan:
+        prefix, q_len = _prefix_of(req), req.q1 - req.q0
+        drafts = req.key_slots[prefix:]
+        slots = torch.cat([req.key_slots[:prefix], drafts, drafts])
+        visible = torch.cat([_ones(q_len, prefix + q_len, drafts), _tree_of(req)], dim=1)
+        draft = torch.cat([req.draft_keys, req.draft_keys[prefix:]])
+        return RequestPlan(req.q0, req.q1, slots, visible, draft)
+
+    return plan.with_requests(edit)
+
+
+# --- which mask ---------------------------------------------------------------------------------------------
+
+
+def _stride_prefix(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    return _with_draft_block(x, plan, lambda r, req: read_draft_mask(x, r, _prefix_of(req), _prefix_of(req)))
+
+
+def _causal(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    return _with_draft_block(
+        x, plan, lambda r, req: _ones(req.q1 - req.q0, req.q1 - req.q0, req.visible).tril()
+    )
+
+
+def _transposed(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    return _with_draft_block(x, plan, lambda r, req: _tree_of(req).transpose(0, 1))
+
+
+# --- query, scale, values -----------------------------------------------------------------------------------
+
+
+def _rope_first(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    q = plan.q
+    return plan.replace(q=torch.cat([q[..., HEAD_DIM_V:], q[..., :HEAD_DIM_V]], dim=-1))
+
+
+def _scale(value: float) -> Callable[[VerifyInputs, AttentionPlan], AttentionPlan]:
+    return lambda x, plan: plan.replace(sm_scale=value)
+
+
+def _v_last_columns(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    return plan.replace(v_columns=(ROPE_DIM, HEAD_DIM_QK))
+
+
+# --- edits of the output ------------------------------------------------------------------------------------
+
+
+def heads_rotation(heads: int) -> int:
+    """The head offset the reference mutant uses: half the local heads (another rank's block, wrapped)."""
+    return heads // 2
+
+
+def _rotated_heads(ctx: Context) -> Prediction:
+    heads = ctx.correct.output.shape[1]
+    index = (torch.arange(heads, device=ctx.correct.output.device) + heads_rotation(heads)) % heads
+    return ctx.correct.permuted(heads=index)
+
+
+def _fitted_heads(ctx: Context) -> Prediction:
+    """Each output head taken to be the correct head it resembles most (rows of NaN resemble nothing)."""
+    if ctx.candidate is None:
+        return _rotated_heads(ctx)
+    c = ctx.candidate.to(torch.float64).cpu()
+    ref = ctx.correct.output.to(torch.float64).cpu()
+    heads = c.shape[1]
+    a = c.transpose(0, 1).reshape(heads, -1).nan_to_num(0.0, 0.0, 0.0)
+    b = ref.transpose(0, 1).reshape(heads, -1).nan_to_num(0.0, 0.0, 0.0)
+    distance = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2 * a @ b.T
+    index = distance.argmin(dim=1).to(ctx.correct.output.device)
+    return ctx.correct.permuted(heads=index)
+
+
+def _tokens_heads_transposed(ctx: Context) -> Prediction:
+    """The kernel wrote row h*T + t for (t, h); the buffer is read as (T, H): position p holds row p."""
+    total, heads = ctx.correct.output.shape[:2]
+    p = torch.arange(total * heads, device=ctx.correct.output.device)
+    t, h = p % total, p // total  # position p = h*T + t holds O[t, h]
+    return ctx.correct.permuted(rows=t * heads + h)
+
+
+HYPOTHESES: tuple[Hypothesis, ...] = (
+    Hypothesis(
+        "draft-missing",
+        "draft tokens missing (prefix-only attention)",
+        "the draft tokens are taken to be in kv_indices; they are not (kv_indptr is prefix-only)",
+        (
+            Variant("prefix-only", "every row attends its request's prefix only", _planned(_prefix_only)),
+            Variant(
+                "kv_indices-as-key-list",
+                "kv_indices as the whole key list, its last q_len entries under the tree mask",
+                _planned(_prefix_as_key_list),
+            ),
+        ),
+    ),
+    Hypothesis(
+        "mask-stride",
+        "mask row stride prefix instead of prefix + q_len",
+        "custom_mask rows are prefix + q_len long (prefix columns allocated but skipped)",
+        (
+            Variant(
+                "stride-prefix", "row i read at mask_indptr + i*prefix + prefix", _planned(_stride_prefix)
+            ),
+        ),
+    ),
+    Hypothesis(
+        "causal-mask",
+        "causal mask instead of the tree mask",
+        "is_causal=True taken as the whole story; the tree is not a chain",
+        (Variant("causal", "draft i sees drafts 0..i", _planned(_causal)),),
+    ),
+    Hypothesis(
+        "mask-transposed",
+        "tree mask transposed (descendants instead of ancestors)",
+        "the mask read column-major, or [i, j] taken as 'j sees i'",
+        (Variant("descendants", "draft i sees itself and its descendants", _planned(_transposed)),),
+    ),
+    Hypothesis(
+        "rope-latent-swapped",
+        "query read as [rope || latent] (order swapped)",
+        "q assembled or split as [q_pe, q_nope] while the pool rows are [latent || rope]",
+        (Variant("rope-first", "q rotated by 64 columns against unchanged keys", _planned(_rope_first)),),
+    ),
+    Hypothesis(
+        "scale-576",
+        "wrong sm_scale: 1/sqrt(576)",
+        "the softmax scale taken from the absorbed width",
+        (Variant("1/sqrt(576)", f"sm_scale = {SCALE_576:.6f}", _planned(_scale(SCALE_576))),),
+    ),
+    Hypothesis(
+        "scale-no-mscale",
+        "wrong sm_scale: 192^-0.5 without YaRN's mscale²",
+        "qk_head_dim^-0.5 without the YaRN factor",
+        (Variant("192^-0.5", f"sm_scale = {SCALE_192:.6f}", _planned(_scale(SCALE_192))),),
+    ),
+    Hypothesis(
+        "v-columns",
+        "V taken from the wrong 512 columns",
+        "V = columns 64..576 of the pool row instead of the latent 0..512",
+        (Variant("last-512", "V = K[:, 64:576]", _planned(_v_last_columns)),),
+    ),
+    Hypothesis(
+        "wrong-heads",
+        "the heads of another TP rank (head index mapped wrong)",
+        "a head offset (rank * local heads) applied to an already local tensor, wrapped or permuted",
+        (
+            Variant(
+                "fitted",
+                "each output head is some other correct head (mapping fitted to the candidate)",
+                _fitted_heads,
+                uses_candidate=True,
+            ),
+        ),
+    ),
+    Hypothesis(
+        "kv-off-by-one",
+        "kv_indices off by one (slot + 1)",
+        "a 1-based slot, or an index advanced one step too early: the neighbouring pool row is read",
+        (Variant("slot+1", "every prefix key read from pool row slot + 1", _planned(_slot_plus_one)),),
+    ),
+    Hypothesis(
+        "draft-kv-slot",
+        "draft KV read from the pool slot of another token",
+        "out_cache_loc indexed without the request's qo_indptr offset",
+        (
+            Variant(
+                "no-request-offset",
+                "draft j of every request reads out_cache_loc[j] (request 0's drafts)",
+                _planned(_draft_slots_without_request_offset),
+            ),
+        ),
+    ),
+    Hypothesis(
+        "output-transposed",
+        "output token/head order transposed",
+        "the kernel writes (H, T, 512); the caller reads (T, H, 512)",
+        (Variant("(H,T)-as-(T,H)", "output position p = h*T + t", _tokens_heads_transposed),),
+    ),
+    Hypothesis(
+        "drafts-twice",
+        "the prefix attending the draft tokens' KV twice",
+        "kv_indices already holding the draft slots, which are then appended again (unmasked + masked)",
+        (
+            Variant(
+                "prefix+drafts+drafts",
+                "keys: prefix, drafts unmasked, drafts under the tree mask",
+                _planned(_drafts_twice),
+            ),
+        ),
+    ),
+)
+
+BY_NAME: dict[str, Hypothesis] = {h.name: h for h in HYPOTHESES}
+
+
+def find_hypothesis(name: str) -> Hypothesis:
+    if name not in BY_NAME:
+        raise KeyError(f"unknown hypothesis {name!r}; known: {', '.join(BY_NAME)}")
+    return BY_NAME[name]
+
+
+def mistaken_output(inputs: VerifyInputs, hypothesis: str, context: Context | None = None) -> Prediction:
+    """The output under `hypothesis`'s first variant (what its reference mutant writes)."""
+    from ddbench.explain.attention import correct_plan
+
+    if context is None:
+        plan = correct_plan(inputs)
+        context = Context(inputs, plan, evaluate(plan))
+    return find_hypothesis(hypothesis).variants[0].predict(context)

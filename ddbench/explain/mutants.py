@@ -1,0 +1,229 @@
+"""Deliberately wrong backends, one per hypothesis: the suite must catch each and `explain` must name it.
+
+- `mutant:<hypothesis>`: the torch reference path with the mistake (the hypothesis's first variant),
+  rounded to bf16 like a kernel's output.
+- `mutant-emu:<hypothesis>`: the custom kernel under the CPU emulation (`cuda-emu`) fed by a mutated copy
+  of the marshaling adapter (`ddbench.kernel.marshal`), or with its output handled wrongly. These are the
+  real thing: the very kernel source, given what a buggy adapter would give it. `v-columns` has none (V is
+  the latent part of the kernel's own K rows; no adapter can hand it other columns).
+
+The mutated adapters are written out here on purpose, apart from `explain`'s hypotheses: the self-test
+then checks two independent statements of each mistake against each other.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import torch
+
+from ddbench.backends.cuda_emu import CudaEmuBackend
+from ddbench.backends.protocol import Availability, Backend
+from ddbench.explain.hypotheses import HYPOTHESES, SCALE_192, SCALE_576, mistaken_output
+from ddbench.inputs.layout import VerifyInputs
+from ddbench.kernel.launch import PreparedLaunch
+from ddbench.kernel.marshal import MASK_WORD_BITS, KernelInputs, marshal
+from ddbench.kernel.plan import DEFAULT_SM_COUNT, plan_launch
+from ddbench.suite.presets import HEAD_DIM_V
+
+REFERENCE_PREFIX, EMU_PREFIX = "mutant:", "mutant-emu:"
+
+KernelEdit = Callable[[VerifyInputs, KernelInputs], KernelInputs]
+OutputEdit = Callable[[torch.Tensor], torch.Tensor]
+
+
+class ReferenceMutant:
+    """The reference computation with one classic mistake."""
+
+    def __init__(self, hypothesis: str) -> None:
+        self.hypothesis = hypothesis
+        self.name = REFERENCE_PREFIX + hypothesis
+
+    def availability(self) -> Availability:
+        return Availability.yes(f"torch reference with the {self.hypothesis} mistake (self-test)")
+
+    def run(self, inputs: VerifyInputs) -> torch.Tensor:
+        predicted = mistaken_output(inputs, self.hypothesis)
+        out = predicted.output.masked_fill(predicted.free[..., None], 0.0)  # empty rows: 0, as our kernel
+        inputs.o_extend.copy_(out.to(inputs.o_extend.dtype))
+        return inputs.o_extend
+
+
+class EmuMutant(CudaEmuBackend):
+    """The emulated custom kernel behind a marshaling adapter (or output handling) with one mistake."""
+
+    def __init__(
+        self,
+        hypothesis: str,
+        kernel_edit: KernelEdit | None = None,
+        output_edit: OutputEdit | None = None,
+        num_splits: int | None = None,
+    ) -> None:
+        super().__init__(num_splits=num_splits)
+        self.hypothesis = hypothesis
+        self.name = EMU_PREFIX + hypothesis
+        self.kernel_edit, self.output_edit = kernel_edit, output_edit
+
+    def prepare(self, inputs: VerifyInputs) -> PreparedLaunch:
+        k = marshal(inputs)
+        if self.kernel_edit is not None:
+            k = self.kernel_edit(inputs, k)
+        return _launch(k, inputs.o_extend, self.num_splits)
+
+    def run(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> torch.Tensor:
+        out = super().run(inputs, lse)
+        if self.output_edit is not None:
+            out.copy_(self.output_edit(out.clone()))
+        return out
+
+
+def _launch(k: KernelInputs, out: torch.Tensor, num_splits: int | None) -> PreparedLaunch:
+    """`ddbench.kernel.launch.prepare_launch` for already-marshaled (here: mis-marshaled) inputs."""
+    plan = plan_launch(k.batch_size, k.heads, k.max_q_len, k.kv_slots.numel(), DEFAULT_SM_COUNT, num_splits)
+    rows = k.q.shape[0] * k.heads
+    ws_o = ws_lse = None
+    if plan.num_splits > 1:
+        ws_o = torch.empty(plan.num_splits, rows, HEAD_DIM_V, dtype=torch.float32, device=out.device)
+        ws_lse = torch.empty(plan.num_splits, rows, dtype=torch.float32, device=out.device)
+    return PreparedLaunch(k, plan, out, ws_o, ws_lse)
+
+
+# --- the mutated adapters -----------------------------------------------------------------------------------
+
+
+def _requests(x: VerifyInputs) -> list[tuple[int, int, int, int, int]]:
+    """(q0, q1, kv0, kv1, mask0) per request."""
+    qo, kv, mk = x.qo_indptr.tolist(), x.kv_indptr.tolist(), x.mask_indptr.tolist()
+    return [(qo[r], qo[r + 1], kv[r], kv[r + 1], mk[r]) for r in range(x.batch_size)]
+
+
+def _slot_lists(x: VerifyInputs, keys: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], k: KernelInputs):
+    """Rebuild kv_slots/kv_offsets from `keys(prefix_slots, draft_slots)` per request."""
+    lists = [
+        keys(x.kv_indices[kv0:kv1].long(), x.out_cache_loc[q0:q1].long())
+        for q0, q1, kv0, kv1, _ in _requests(x)
+    ]
+    offsets = torch.tensor([0] + [len(s) for s in lists]).cumsum(0)
+    return dataclasses.replace(
+        k, kv_slots=torch.cat(lists).to(torch.int32), kv_offsets=offsets.to(torch.int32)
+    )
+
+
+def _pack(bits: torch.Tensor, words_per_row: int) -> torch.Tensor:
+    """(T, q) bool -> (T, W) int32 holding the uint32 bit words (bit j = draft column j)."""
+    padded = torch.zeros(bits.shape[0], words_per_row * MASK_WORD_BITS, dtype=torch.int64)
+    padded[:, : bits.shape[1]] = bits.long()
+    weights = torch.ones(MASK_WORD_BITS, dtype=torch.int64) << torch.arange(MASK_WORD_BITS)
+    words = (padded.view(bits.shape[0], words_per_row, MASK_WORD_BITS) * weights).sum(-1)
+    return (words - ((words >= 2**31).long() << 32)).to(torch.int32)
+
+
+def _mask(x: VerifyInputs, k: KernelInputs, read: Callable[[int, int, int], torch.Tensor]) -> KernelInputs:
+    """Mask words from `read(mask0, prefix, q_len) -> (q_len, q_len) bool` per request."""
+    total = x.q_extend.shape[0]
+    bits = torch.zeros(total, max(x.max_len_extend, 1), dtype=torch.bool)
+    for q0, q1, kv0, kv1, mask0 in _requests(x):
+        q_len = q1 - q0
+        bits[q0:q1, :q_len] = read(mask0, kv1 - kv0, q_len)
+    return dataclasses.replace(k, mask_words=_pack(bits, k.mask_words.shape[1]))
+
+
+def _read(x: VerifyInputs, flat: torch.Tensor) -> torch.Tensor:
+    m = x.custom_mask.cpu()
+    return (m[flat.clamp(max=m.numel() - 1)] != 0) & (flat < m.numel())
+
+
+def _stride_prefix(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    def read(mask0: int, prefix: int, q_len: int) -> torch.Tensor:
+        i, j = torch.arange(q_len)[:, None], torch.arange(q_len)[None, :]
+        return _read(x, mask0 + i * prefix + prefix + j)  # the bug: stride prefix, not prefix + q_len
+
+    return _mask(x, k, read)
+
+
+def _column_major(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    def read(mask0: int, prefix: int, q_len: int) -> torch.Tensor:
+        i, j = torch.arange(q_len)[:, None], torch.arange(q_len)[None, :]
+        return _read(x, mask0 + j * (prefix + q_len) + prefix + i)  # the bug: [j, i] read for [i, j]
+
+    return _mask(x, k, read)
+
+
+def _causal(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    return _mask(x, k, lambda mask0, prefix, q_len: torch.ones(q_len, q_len, dtype=torch.bool).tril())
+
+
+def _kv_indices_only(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    return dataclasses.replace(
+        k, kv_slots=x.kv_indices.to(torch.int32), kv_offsets=x.kv_indptr.to(torch.int32)
+    )
+
+
+def _slot_plus_one(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    return _slot_lists(x, lambda prefix, draft: torch.cat([prefix + 1, draft]), k)
+
+
+def _draft_without_offset(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    loc = x.out_cache_loc.long()
+
+    def keys(prefix: torch.Tensor, draft: torch.Tensor) -> torch.Tensor:
+        return torch.cat([prefix, loc[torch.arange(draft.numel()).clamp(max=loc.numel() - 1)]])
+
+    return _slot_lists(x, keys, k)
+
+
+def _drafts_twice(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    return _slot_lists(x, lambda prefix, draft: torch.cat([prefix, draft, draft]), k)
+
+
+def _rope_first(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    q = torch.cat([k.q[..., HEAD_DIM_V:], k.q[..., :HEAD_DIM_V]], dim=-1).contiguous()
+    return dataclasses.replace(k, q=q)
+
+
+def _scale(value: float) -> KernelEdit:
+    return lambda x, k: dataclasses.replace(k, sm_scale=value)
+
+
+def _other_heads(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    return dataclasses.replace(k, q=k.q.roll(-(k.heads // 2), dims=1).contiguous())
+
+
+def _written_head_major(out: torch.Tensor) -> torch.Tensor:
+    """What the caller reads as (T, H) when the kernel wrote (H, T)."""
+    total, heads, dim = out.shape
+    return out.permute(1, 0, 2).reshape(total, heads, dim)
+
+
+EMU_MISTAKES: dict[str, tuple[KernelEdit | None, OutputEdit | None]] = {
+    "draft-missing": (_kv_indices_only, None),
+    "mask-stride": (_stride_prefix, None),
+    "causal-mask": (_causal, None),
+    "mask-transposed": (_column_major, None),
+    "rope-latent-swapped": (_rope_first, None),
+    "scale-576": (_scale(SCALE_576), None),
+    "scale-no-mscale": (_scale(SCALE_192), None),
+    "wrong-heads": (_other_heads, None),
+    "kv-off-by-one": (_slot_plus_one, None),
+    "draft-kv-slot": (_draft_without_offset, None),
+    "output-transposed": (None, _written_head_major),
+    "drafts-twice": (_drafts_twice, None),
+}
+
+
+def mutant_names(emu: bool = True) -> list[str]:
+    names = [REFERENCE_PREFIX + h.name for h in HYPOTHESES]
+    if emu:
+        names += [EMU_PREFIX + h.name for h in HYPOTHESES if h.name in EMU_MISTAKES]
+    return names
+
+
+def get_mutant(name: str) -> Backend:
+    """`mutant:<hypothesis>` or `mutant-emu:<hypothesis>`; KeyError naming the known ones otherwise."""
+    if name.startswith(REFERENCE_PREFIX) and name[len(REFERENCE_PREFIX) :] in {h.name for h in HYPOTHESES}:
+        return ReferenceMutant(name[len(REFERENCE_PREFIX) :])
+    if name.startswith(EMU_PREFIX) and name[len(EMU_PREFIX) :] in EMU_MISTAKES:
+        hypothesis = name[len(EMU_PREFIX) :]
+        return EmuMutant(hypothesis, *EMU_MISTAKES[hypothesis])
+    raise KeyError(f"unknown mutant {name!r}; known: {', '.join(mutant_names())}")

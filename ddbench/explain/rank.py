@@ -1,0 +1,151 @@
+"""How well a predicted output matches a candidate's, and the rule that turns a ranking into a verdict.
+
+The match is taken on what a failed kernel actually leaves behind: rows of NaN (a stray read of a poisoned
+pool row) are compared as a pattern, finite rows numerically (relative L2 and the row-scaled bf16 ULPs of
+DESIGN.md §3). Rows a hypothesis leaves undefined (nothing visible) accept 0 or NaN alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ddbench.explain.attention import Prediction
+from ddbench.metrics.ulp import bf16_spacing
+
+EXPLAINED, MATCHES_REFERENCE, UNEXPLAINED = "explained", "matches-reference", "unexplained"
+
+# bf16 noise: a bf16 kernel lands within ~0.3 % relative L2 and ~0.2 mean row-scaled ULPs of an exact
+# result (DESIGN.md §3); the limits leave room for a split-KV kernel's own error, no more.
+NOISE_REL_L2 = 0.02
+NOISE_MEAN_ROW_ULP = 1.0
+FAR_BETTER = 10.0
+
+RULE = (
+    f"explained: the best hypothesis that changes the output on this workload matches the candidate within "
+    f"bf16 noise (rel L2 <= {NOISE_REL_L2:g}, mean row-scaled error <= {NOISE_MEAN_ROW_ULP:g} ULP, the same "
+    f"NaN rows) and scores at least {FAR_BETTER:g}x better than the correct output "
+    "(score = rel L2 + fraction of rows whose NaN-ness differs); matches-reference: the correct output "
+    "itself is within that noise; otherwise no hypothesis explains it"
+)
+
+
+@dataclass(frozen=True)
+class Match:
+    rel_l2: float  # on rows finite on both sides
+    max_row_ulp: float
+    mean_row_ulp: float
+    nan_mismatch: float  # fraction of (token, head) rows finite on one side only
+    rows: int  # rows compared numerically
+
+    @property
+    def score(self) -> float:
+        return self.rel_l2 + self.nan_mismatch
+
+    def within_noise(self) -> bool:
+        return (
+            self.nan_mismatch == 0.0
+            and self.rel_l2 <= NOISE_REL_L2
+            and self.mean_row_ulp <= NOISE_MEAN_ROW_ULP
+        )
+
+    def to_json(self) -> dict[str, float | int]:
+        return {
+            "score": _round(self.score),
+            "rel_l2": _round(self.rel_l2),
+            "max_row_ulp": _round(self.max_row_ulp),
+            "mean_row_ulp": _round(self.mean_row_ulp),
+            "nan_mismatch": _round(self.nan_mismatch),
+            "rows": self.rows,
+        }
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.4g}")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """One side of a match, converted once: float64 on the CPU, its bad rows, the rows' bf16 ULP size."""
+
+    values: torch.Tensor  # (T, H, D) float64, NaN rows zeroed
+    bad: torch.Tensor  # (T, H) a non-finite element in the row
+    free: torch.Tensor  # (T, H) rows a prediction leaves undefined (all False for a candidate)
+    ulp: torch.Tensor  # (T, H) bf16 spacing at the row's largest magnitude
+    norm2: torch.Tensor  # (T, H) squared L2 norm of each row
+
+    @classmethod
+    def of(cls, output: torch.Tensor, free: torch.Tensor | None = None) -> Prepared:
+        values = output.detach().to("cpu", torch.float64)
+        bad = ~values.isfinite().all(-1)
+        values = torch.where(bad[..., None], torch.zeros_like(values), values)
+        free = free.detach().cpu() if free is not None else torch.zeros_like(bad)
+        return cls(values, bad, free, bf16_spacing(values.abs().amax(-1)), values.square().sum(-1))
+
+    @classmethod
+    def of_prediction(cls, prediction: Prediction) -> Prepared:
+        return cls.of(prediction.output, prediction.free)
+
+
+def match_prepared(c: Prepared, p: Prepared) -> Match:
+    """`c` (a candidate) against `p` (what a hypothesis, or the correct computation, says it should be)."""
+    forgiven = p.free & c.bad  # an undefined row: a kernel's NaN is as good as its 0
+    mismatch = (c.bad != p.bad) & ~forgiven
+    compared = ~c.bad & ~p.bad
+    absdiff = (c.values - p.values).abs()
+    err2 = float(absdiff.square().sum(-1)[compared].sum())
+    denominator = float(p.norm2[compared].sum()) or float(c.norm2[compared].sum())
+    rel = (err2 / denominator) ** 0.5 if denominator > 0 else 0.0
+    scaled = compared & ~p.free  # ULPs of an undefined row's 0 mean nothing
+    columns = absdiff.shape[-1]
+    row_max = (absdiff.amax(-1) / p.ulp)[scaled]
+    row_sum = (absdiff.sum(-1) / p.ulp)[scaled]
+    return Match(
+        rel_l2=rel,
+        max_row_ulp=float(row_max.max()) if row_max.numel() else 0.0,
+        mean_row_ulp=float(row_sum.sum()) / (row_sum.numel() * columns) if row_sum.numel() else 0.0,
+        nan_mismatch=float(mismatch.float().mean()) if mismatch.numel() else 0.0,
+        rows=int(compared.sum()),
+    )
+
+
+def match(candidate: torch.Tensor, prediction: Prediction) -> Match:
+    return match_prepared(Prepared.of(candidate), Prepared.of_prediction(prediction))
+
+
+@dataclass(frozen=True)
+class Ranked:
+    hypothesis: str
+    title: str
+    why: str  # how a real port gets there
+    variant: str
+    how: str
+    match: Match
+    distinct: bool  # the mistake changes the output on this workload at all
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "hypothesis": self.hypothesis,
+            "title": self.title,
+            "why": self.why,
+            "variant": self.variant,
+            "how": self.how,
+            "distinct": self.distinct,
+            **self.match.to_json(),
+        }
+
+
+def rank(entries: Sequence[Ranked]) -> list[Ranked]:
+    """Best first: hypotheses that change the output here, by score; invisible ones last."""
+    return sorted(entries, key=lambda e: (not e.distinct, e.match.score, e.match.mean_row_ulp))
+
+
+def verdict(ranking: Sequence[Ranked], reference: Match) -> str:
+    if reference.within_noise():
+        return MATCHES_REFERENCE
+    best = ranking[0] if ranking and ranking[0].distinct else None
+    if best and best.match.within_noise() and best.match.score * FAR_BETTER <= reference.score:
+        return EXPLAINED
+    return UNEXPLAINED

@@ -1,0 +1,259 @@
+"""The mutation self-test: every classic mistake, as a backend, must fail parity and be named by explain.
+
+For each case and mutant: the mutant takes the place of the kernel (`as_backend`, default `cuda-emu`) and
+is judged with that backend's bounds against the torch references (bounds against other kernels, and the
+relative `no_worse_than` limit, need those kernels and are left out); `caught` = a bound fails (or the
+mutant crashes). `diagnosed` = on a case where it was caught, `explain` names the mutant's own mistake.
+Two controls, a correct bf16 output and the unmutated kernel, must pass and match the reference: if the
+bounds fail them, the self-test says nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ddbench.backends.cuda_emu import CudaEmuBackend
+from ddbench.backends.protocol import Availability, Backend
+from ddbench.backends.reference import ReferenceBackend
+from ddbench.explain.diagnose import Explainer
+from ddbench.explain.mutants import get_mutant, mutant_names
+from ddbench.explain.rank import MATCHES_REFERENCE
+from ddbench.explain.threads import single_thread
+from ddbench.inputs import check_inputs, generate_inputs
+from ddbench.inputs.layout import VerifyInputs
+from ddbench.metrics import judge, parity_figures
+from ddbench.suite.model import Case, ParityBound
+from ddbench.suite.resolve import DEFAULT_PARITY
+
+REFERENCES = ("reference", "reference-fp64")
+DEFAULT_AS = "cuda-emu"
+CONTROL_PREFIX = "control:"
+
+
+class RoundedReference:
+    """A correct bf16 kernel: the float32 reference rounded into the output buffer."""
+
+    name = CONTROL_PREFIX + "reference-bf16"
+    hypothesis = None
+
+    def availability(self) -> Availability:
+        return Availability.yes("control: the reference rounded to bf16")
+
+    def run(self, inputs: VerifyInputs) -> torch.Tensor:
+        inputs.o_extend.copy_(ReferenceBackend().run(inputs))
+        return inputs.o_extend
+
+
+class ControlKernel(CudaEmuBackend):
+    name = CONTROL_PREFIX + "cuda-emu"
+    hypothesis = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    case: str
+    visible: bool  # the mistake changes the output on this case
+    caught: bool
+    reasons: tuple[str, ...]
+    diagnosed: bool
+    verdict: str  # explain's verdict, or "" when the mutant crashed
+    top: str | None  # the best-ranked hypothesis
+    summary: str
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"reasons": list(self.reasons)}
+
+
+@dataclass
+class MutantReport:
+    name: str
+    hypothesis: str | None  # None for the controls
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return self.name.split(":", 1)[0]
+
+    @property
+    def caught(self) -> int:
+        return sum(o.caught for o in self.outcomes)
+
+    @property
+    def diagnosed(self) -> int:
+        return sum(o.diagnosed for o in self.outcomes)
+
+    @property
+    def holes(self) -> list[str]:
+        """Cases where the mistake changed the output and no bound failed: a case the suite lacks."""
+        return [o.case for o in self.outcomes if o.visible and not o.caught]
+
+    @property
+    def misdiagnosed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.caught and not o.diagnosed]
+
+    @property
+    def ok(self) -> bool:
+        if self.hypothesis is None:  # a control: never caught, always within noise of the reference
+            return self.caught == 0 and all(o.verdict == MATCHES_REFERENCE for o in self.outcomes)
+        return self.caught > 0 and self.diagnosed > 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "hypothesis": self.hypothesis,
+            "kind": self.kind,
+            "cases": len(self.outcomes),
+            "caught": self.caught,
+            "diagnosed": self.diagnosed,
+            "ok": self.ok,
+            "holes": self.holes,
+            "outcomes": [o.to_json() for o in self.outcomes],
+        }
+
+
+@dataclass
+class SelftestReport:
+    as_backend: str
+    cases: list[str]
+    mutants: list[MutantReport]
+    controls: list[MutantReport]
+    notes: list[str]
+    seconds: float = 0.0
+
+    @property
+    def kill_rate(self) -> float:
+        return sum(m.caught > 0 for m in self.mutants) / max(len(self.mutants), 1)
+
+    @property
+    def diagnosis_rate(self) -> float:
+        return sum(m.diagnosed > 0 for m in self.mutants) / max(len(self.mutants), 1)
+
+    @property
+    def case_diagnosis_rate(self) -> float:
+        caught = sum(m.caught for m in self.mutants)
+        return sum(m.diagnosed for m in self.mutants) / caught if caught else 0.0
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.mutants) and all(m.ok for m in self.mutants + self.controls)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "as_backend": self.as_backend,
+            "cases": self.cases,
+            "ok": self.ok,
+            "kill_rate": self.kill_rate,
+            "diagnosis_rate": self.diagnosis_rate,
+            "case_diagnosis_rate": round(self.case_diagnosis_rate, 4),
+            "seconds": round(self.seconds, 3),
+            "notes": self.notes,
+            "mutants": [m.to_json() for m in self.mutants],
+            "controls": [m.to_json() for m in self.controls],
+        }
+
+
+def kernel_bounds(case: Case, as_backend: str) -> list[ParityBound]:
+    """The case's bounds on `as_backend` that a reference can judge, without the relative limit."""
+    bounds = [
+        dataclasses.replace(b, no_worse_than=None)
+        for b in case.parity
+        if b.applies_to(as_backend) and b.against in REFERENCES
+    ]
+    return bounds or list(DEFAULT_PARITY)  # triton's default bound: against `reference`
+
+
+def build_mutants(
+    names: Sequence[str] | None = None, emu: bool = True
+) -> tuple[list[Backend], list[Backend], list[str]]:
+    """(mutants, controls, notes): the emulated ones only where the emulation builds here."""
+    notes: list[str] = []
+    if emu:
+        status = ControlKernel().availability()
+        if not status.ok:
+            notes.append(f"cuda-emu: unavailable, its mutants are skipped: {status.detail}")
+            emu = False
+    chosen = mutant_names(emu)
+    if names:
+        wanted = set(names)
+        chosen = [n for n in chosen if n in wanted or n.split(":", 1)[1] in wanted]
+        unknown = wanted - {n for n in mutant_names(True)} - {n.split(":", 1)[1] for n in mutant_names(True)}
+        if unknown:
+            raise KeyError(f"unknown mutant {sorted(unknown)[0]!r}; known: {', '.join(mutant_names(True))}")
+    controls: list[Backend] = [RoundedReference()] + ([ControlKernel()] if emu else [])
+    return [get_mutant(n) for n in chosen], controls, notes
+
+
+def _outcome(
+    backend: Backend,
+    case: Case,
+    bounds: Sequence[ParityBound],
+    x: VerifyInputs,
+    truths: dict[str, torch.Tensor],
+    explainer: Explainer,
+) -> Outcome:
+    hypothesis = getattr(backend, "hypothesis", None)
+    visible = explainer.changes_output(hypothesis) if hypothesis else False
+    x.fresh_output()
+    try:
+        out = backend.run(x).detach().clone()
+    except Exception as err:  # a crash fails the case in a run: caught, but nothing to diagnose
+        reason = f"{type(err).__name__}: {err}"
+        return Outcome(case.id, visible, True, (reason,), False, "", None, reason)
+    reasons: list[str] = []
+    for bound in bounds:
+        v = judge(bound, parity_figures(out, truths[bound.against]), backend.name)
+        reasons += [f"vs {bound.against}: {r}" for r in v.reasons]
+    diagnosis = explainer.diagnose(out)
+    caught = bool(reasons)
+    return Outcome(
+        case.id,
+        visible,
+        caught,
+        tuple(reasons),
+        caught and hypothesis is not None and diagnosis.explains(hypothesis),
+        diagnosis.verdict,
+        diagnosis.ranking[0].hypothesis if diagnosis.ranking else None,
+        diagnosis.summary(),
+    )
+
+
+def run_selftest(
+    cases: Sequence[Case],
+    mutants: Sequence[Backend],
+    controls: Sequence[Backend],
+    as_backend: str = DEFAULT_AS,
+    notes: Sequence[str] = (),
+    on_case: Callable[[Case, float], None] | None = None,
+) -> SelftestReport:
+    start = time.perf_counter()
+    reports = {b.name: MutantReport(b.name, getattr(b, "hypothesis", None)) for b in [*mutants, *controls]}
+    with single_thread():
+        for case in cases:
+            case_start = time.perf_counter()
+            x = generate_inputs(case)
+            check_inputs(x)
+            truths = {
+                "reference": ReferenceBackend().run(x),
+                "reference-fp64": ReferenceBackend(torch.float64).run(x),
+            }
+            explainer = Explainer(x)
+            bounds = kernel_bounds(case, as_backend)
+            for backend in [*mutants, *controls]:
+                outcome = _outcome(backend, case, bounds, x, truths, explainer)
+                reports[backend.name].outcomes.append(outcome)
+            if on_case:
+                on_case(case, time.perf_counter() - case_start)
+    return SelftestReport(
+        as_backend,
+        [c.id for c in cases],
+        [reports[b.name] for b in mutants],
+        [reports[b.name] for b in controls],
+        list(notes),
+        time.perf_counter() - start,
+    )

@@ -1,0 +1,64 @@
+"""Merging the results files of shards (`ddbench run --shard i/n`) into one (pure).
+
+Cases are concatenated in input order and keyed by ID, so a case in two inputs is refused rather than
+silently shadowed: it would mean two shards of different splits, or a file given twice. The merged file is
+complete only if every shard was; it keeps the first shard's environment as its own and every shard's
+environment under `shards`, since shards may have run on different machines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ddbench.errors import InputError
+from ddbench.report.document import summary_of
+from ddbench.report.results_file import FORMAT, FORMAT_VERSION
+
+
+def _shards_of(file: str, document: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An input's own shard record, or the records it carries when it is itself a merge."""
+    if document.get("shards"):
+        return [dict(s) for s in document["shards"]]
+    return [
+        {
+            "file": file,
+            "started": document["started"],
+            "finished": document["finished"],
+            "complete": document["complete"],
+            "suites": list(document["suites"]),
+            "cases": len(document["cases"]),
+            "environment": document["environment"],
+        }
+    ]
+
+
+def merge_results(inputs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, Any]:
+    """`inputs`: (file name, results document) pairs, already validated; InputError on a repeated case."""
+    if not inputs:
+        raise InputError("nothing to merge")
+    owner: dict[str, str] = {}
+    cases: list[dict[str, Any]] = []
+    for file, document in inputs:
+        for case in document["cases"]:
+            if case["id"] in owner:
+                where = (
+                    f"twice in {file}" if owner[case["id"]] == file else f"in {owner[case['id']]} and {file}"
+                )
+                raise InputError(f"case {case['id']} is {where}; shards must not overlap", file=file)
+            owner[case["id"]] = file
+            cases.append(case)
+    documents = [d for _, d in inputs]
+    finished = [d["finished"] for d in documents]
+    return {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "started": min(d["started"] for d in documents),
+        "finished": max(finished) if all(finished) else None,
+        "complete": all(d["complete"] for d in documents),
+        "suites": list(dict.fromkeys(s for d in documents for s in d["suites"])),
+        "environment": documents[0]["environment"],
+        "summary": summary_of(cases),
+        "cases": cases,
+        "shards": [shard for file, d in inputs for shard in _shards_of(file, d)],
+    }
