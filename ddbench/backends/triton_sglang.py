@@ -75,26 +75,31 @@ class SglangTritonBackend:
         fn = self._load()
         x = inputs
         with bf16_dot_fixed() if self._interpreted else contextlib.nullcontext():
-            fn(
-                x.q_extend,
-                x.k_extend,
-                x.v_extend,
-                x.o_extend,
-                x.k_buffer,
-                x.v_buffer,
-                x.qo_indptr,
-                x.kv_indptr,
-                x.kv_indices,
-                x.custom_mask,
-                x.is_causal,
-                x.mask_indptr,
-                x.max_len_extend,
-                1.0,  # k_scale: bf16 pool, no descale (SGLang passes 1.0)
-                1.0,  # v_scale
-                sm_scale=x.sm_scale,
-                logit_cap=0.0,
-                skip_prefix_custom_mask=True,  # SGLang relies on this default: prefix columns are not read
-                page_size=x.page_size,
-                extend_seq_lens_cpu=list(x.q_lens),
-            )
+            call_extend_attention(fn, x)
         return x.o_extend
+
+
+def call_extend_attention(fn: Callable[..., Any], x: VerifyInputs) -> None:
+    """Call `extend_attention_fwd` (or a wrapper) as SGLang's Triton backend does on target-verify."""
+    fn(
+        x.q_extend,
+        x.k_extend,
+        x.v_extend,
+        x.o_extend,
+        x.k_buffer,
+        x.v_buffer,
+        x.qo_indptr,
+        x.kv_indptr,
+        x.kv_indices,
+        x.custom_mask,
+        x.is_causal,
+        x.mask_indptr,
+        x.max_len_extend,
+        1.0,  # k_scale: bf16 pool, no descale (SGLang passes 1.0)
+        1.0,  # v_scale
+        x.sm_scale,  # positional, as SGLang passes layer.scaling
+        logit_cap=0.0,
+        skip_prefix_custom_mask=True,  # SGLang relies on this default: prefix columns are not read
+        page_size=x.page_size,
+        extend_seq_lens_cpu=list(x.q_lens),
+    )

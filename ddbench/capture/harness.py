@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ddbench.backends.triton_sglang import call_extend_attention
 from ddbench.inputs import VerifyInputs
 
 TARGET_MODULE = "sglang.kernels.ops.attention.extend_attention"
@@ -34,28 +35,7 @@ class FakeForwardBatch:
 
 
 def _kernel_call(x: VerifyInputs) -> None:
-    module = importlib.import_module(TARGET_MODULE)
-    module.extend_attention_fwd(
-        x.q_extend,
-        x.k_extend,
-        x.v_extend,
-        x.o_extend,
-        x.k_buffer,
-        x.v_buffer,
-        x.qo_indptr,
-        x.kv_indptr,
-        x.kv_indices,
-        x.custom_mask,
-        x.is_causal,
-        x.mask_indptr,
-        x.max_len_extend,
-        1.0,
-        1.0,
-        x.sm_scale,  # positional, as SGLang passes layer.scaling
-        logit_cap=0.0,
-        page_size=x.page_size,
-        extend_seq_lens_cpu=list(x.q_lens),
-    )
+    call_extend_attention(importlib.import_module(TARGET_MODULE).extend_attention_fwd, x)
 
 
 def _forward_extend_kernel(layer: FakeLayer, x: VerifyInputs) -> None:
