@@ -290,3 +290,41 @@ def test_a_corrupt_baseline_is_a_clear_error(tmp_path, plugins):
     bad.write_text("{not json")
     result = CliRunner().invoke(cli, ["run", str(suite), "--baseline", str(bad)])
     assert result.exit_code == 2 and "bad.json" in result.output and "Traceback" not in result.output
+
+
+class FailsWhenTimed(Steady):
+    """Correct on its parity call, then fails: a crash while being timed is that case's error."""
+
+    name = "steady"
+    calls = 0
+
+    def run(self, inputs):
+        FailsWhenTimed.calls += 1
+        if FailsWhenTimed.calls > 1:
+            raise RuntimeError("boom while timed")
+        return super().run(inputs)
+
+
+def test_a_crash_while_timed_is_the_case_error_not_the_runs_end():
+    FailsWhenTimed.calls = 0
+    result = _time(FailsWhenTimed())
+    assert result.status == "error" and "boom while timed" in result.error and result.timing is None
+
+
+def test_a_timed_backend_that_did_not_run_fails_the_budget():
+    budget = Budget(timed=("steady", "cdua"), timing=QUICK, regression_tolerance=None)
+    verdict = _time(Steady(), budget=budget).timing.verdict
+    assert verdict.status == FAIL
+    assert [c.subject for c in verdict.checks if c.kind == "timed" and c.status == FAIL] == ["cdua"]
+
+
+def test_update_refuses_a_backend_no_bound_judged(tmp_path, plugins):
+    suite = _suite(tmp_path, "steady")
+    document = json.loads(suite.read_text())
+    document["defaults"]["backends"] = ["reference", "steady", "reference-fp64"]
+    document["defaults"]["budget"]["timed"] = ["steady", "reference-fp64"]
+    suite.write_text(json.dumps(document))
+    result = _update(tmp_path, suite)
+    text = " ".join(result.output.split())  # rich wraps long lines
+    assert result.exit_code == 1 and "reference-fp64: parity not judged" in text
+    assert not _stored(tmp_path)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from ddbench.backends import Availability, get_backend, known_backend_names, registry
 from ddbench.backends.reference import ReferenceBackend
 from ddbench.cli.main import cli
-from ddbench.metrics import FAIL, PASS, SKIPPED, parity_figures
+from ddbench.metrics import FAIL, PASS, parity_figures
 from ddbench.metrics.verdict import judge
 from ddbench.runner import run_case
 from ddbench.suite import ParityBound, parse_suite
@@ -132,5 +132,58 @@ def test_relative_bound_without_its_peer_is_not_judged():
     case = parse_suite(document, "t").cases[0]
     backends = {n: get_backend(n) for n in ("reference", "reference-fp64")}
     result = run_case(case, backends, torch.device("cpu"))
-    (pair,) = result.pairs
-    assert pair.verdict.status == SKIPPED and "triton not run" in pair.verdict.reasons[0]
+    (pair,) = result.pairs  # the absolute limits are judged; the relative one says it could not be
+    assert pair.verdict.status == PASS and "no_worse_than triton not judged" in pair.verdict.reasons[0]
+
+
+def test_each_case_runs_only_its_own_backends(tmp_path):
+    document = {
+        "name": "own",
+        "defaults": {
+            "model": "kimi-k2.6",
+            "layout": {"tp": 8},
+            "prefix": 3,
+            "parity": [{"candidate": "reference", "against": "reference-fp64", "max_row_ulp": 1}],
+        },
+        "cases": [
+            {
+                "label": "a",
+                "tree": {"kind": "chain", "length": 2},
+                "backends": ["reference", "reference-fp64"],
+            },
+            {
+                "label": "b",
+                "tree": {"kind": "chain", "length": 3},
+                "backends": ["reference", "reference-fp64", "captured"],
+            },
+        ],
+    }
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps(document))
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(cli, ["run", str(suite), "--json", str(out)])
+    saved = json.loads(out.read_text())["cases"]
+    assert set(saved[0]["backends"]) == {"reference", "reference-fp64"}  # case a never ran `captured`
+    assert saved[1]["backends"]["captured"]["ok"] is False and saved[1]["status"] == "error"
+    assert result.exit_code == 1  # a backend error is a failed run
+
+
+def test_a_plugin_no_bound_judges_is_refused_unless_given_a_template(tmp_path, monkeypatch):
+    monkeypatch.setattr(registry, "entry_points", _entry_points())
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps(SUITE))  # default bound: triton vs reference
+    plugin = f"{__name__}:Rounded"
+    refused = CliRunner().invoke(cli, ["run", str(suite), "--backend", plugin, "--backends", "reference"])
+    assert refused.exit_code == 2 and "--as" in refused.output and "Traceback" not in refused.output
+    document = json.loads(json.dumps(SUITE))
+    document["defaults"]["parity"] = [
+        {"candidate": "reference", "against": "reference-fp64", "max_row_ulp": 1}
+    ]
+    suite.write_text(json.dumps(document))
+    out = tmp_path / "r.json"
+    judged = CliRunner().invoke(
+        cli, ["run", str(suite), "--backend", plugin, "--as", "reference", "--json", str(out)]
+    )
+    assert judged.exit_code == 0, judged.output
+    pairs = json.loads(out.read_text())["cases"][0]["pairs"]
+    assert {(p["candidate"], p["status"]) for p in pairs} == {("reference", "pass"), ("rounded", "pass")}

@@ -22,8 +22,9 @@ def refusal_reasons(result: CaseResult) -> list[str]:
         f"parity {p.candidate} vs {p.against}: {p.verdict.status} ({'; '.join(p.verdict.reasons)})"
         for p in failed
     ]
-    if not any(p.verdict.status == PASS for p in result.pairs):
-        reasons.append("no parity bound passed")
+    for name in result.timing.measurements if result.timing else ():
+        if not any(p.verdict.status == PASS and name in (p.candidate, p.against) for p in result.pairs):
+            reasons.append(f"{name}: parity not judged (no passing bound names it)")
     if result.timing is None:
         reasons.append("not timed")
         return reasons

@@ -41,14 +41,14 @@ def update_command(suite: str, backend_names: str | None, filter_expr: str | Non
     if not cases:
         raise InputError(f"no case matches -k {filter_expr!r}" if filter_expr else "the suite holds no case")
     selected = [n.strip() for n in backend_names.split(",")] if backend_names else None
-    backends = resolve_backends(cases, selected, ())
+    backends = resolve_backends(cases, selected, {})
     device = preferred_device()
     path = baseline_path(device_key(device), loaded.name, Path(root))
     current = load_baseline(path) or BaselineFile(device_key(device), loaded.name)
     env, kernel_hash = environment(), kernel_sources_hash()
     new_entries, refusals = {}, []
     for i, case in enumerate(cases, 1):
-        needed = {n: backends[n] for n in backends_for(case, selected, list(backends)) if n in backends}
+        needed = {n: backends[n] for n in backends_for(case, selected, [])}
         result = run_case(case, needed, device, budget_for(case, True))
         stderr.print(f"[{i}/{len(cases)}] {result.status} {case.id}", highlight=False)
         if reasons := refusal_reasons(result):

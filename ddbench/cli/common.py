@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -10,6 +11,7 @@ from ddbench.backends import Backend, get_backend, load_backend_spec
 from ddbench.errors import BackendUnavailable, InputError, SuiteInvalid
 from ddbench.runner import backends_for
 from ddbench.suite import Case, Suite, load_suite
+from ddbench.suite.model import ANY_BACKEND
 from ddbench.suite.select import case_filter
 
 # Files and CI logs get wide tables: case IDs are long, and folding them makes them impossible to grep.
@@ -41,10 +43,9 @@ def select_cases(suites: Sequence[Suite], expression: str | None) -> list[Case]:
 
 
 def resolve_backends(
-    cases: list[Case], selected: list[str] | None, specs: tuple[str, ...]
+    cases: list[Case], selected: list[str] | None, from_specs: dict[str, Backend]
 ) -> dict[str, Backend]:
     """Instantiate every backend the run needs; any unavailable one stops the run (exit 3) before work."""
-    from_specs = {b.name: b for b in (load_backend_spec(s) for s in specs)}
     names = list(dict.fromkeys(n for c in cases for n in backends_for(c, selected, list(from_specs))))
     backends = {name: from_specs.get(name) or get_backend(name) for name in names}
     unavailable = []
@@ -55,3 +56,36 @@ def resolve_backends(
     if unavailable:
         raise BackendUnavailable("\n".join(unavailable))
     return backends
+
+
+def plugin_backends(specs: tuple[str, ...]) -> dict[str, Backend]:
+    """The `--backend module:attr` backends, by name."""
+    return {b.name: b for b in (load_backend_spec(s) for s in specs)}
+
+
+def judged_as(cases: list[Case], plugins: dict[str, Backend], template: str | None) -> list[Case]:
+    """Give each plug-in the bounds of `template` (e.g. --as cuda-emu); without one, a plug-in that no bound
+    of a case names would run unjudged, so that is refused."""
+    if template is None:
+        for name in plugins:
+            if not any(
+                b.candidate in (name, ANY_BACKEND) or b.against == name for c in cases for b in c.parity
+            ):
+                raise InputError(
+                    f"backend {name!r} is named by no parity bound of the selected cases, so nothing would"
+                    " judge it: pass --as BACKEND to judge it with that backend's bounds",
+                    path="--backend",
+                )
+        return cases
+    out = []
+    for case in cases:
+        cloned = [
+            dataclasses.replace(b, candidate=name)
+            for b in case.parity
+            if b.candidate == template
+            for name in plugins
+        ]
+        if plugins and not cloned:
+            raise InputError(f"case {case.id} has no bound with candidate {template!r} to copy", path="--as")
+        out.append(dataclasses.replace(case, parity=case.parity + tuple(cloned)))
+    return out

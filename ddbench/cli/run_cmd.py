@@ -11,7 +11,15 @@ from ddbench.atomic import write_atomic
 from ddbench.backends import preferred_device
 from ddbench.baselines.device import device_key
 from ddbench.baselines.lookup import BaselineSet
-from ddbench.cli.common import load_suites, resolve_backends, select_cases, stderr, stdout
+from ddbench.cli.common import (
+    judged_as,
+    load_suites,
+    plugin_backends,
+    resolve_backends,
+    select_cases,
+    stderr,
+    stdout,
+)
 from ddbench.environment import environment
 from ddbench.errors import InputError
 from ddbench.metrics import ERROR, FAIL, SKIPPED
@@ -57,6 +65,9 @@ def _progress() -> Progress:
     metavar="MODULE:ATTR",
     help="Add your own backend (an instance, class or factory); repeatable.",
 )
+@click.option(
+    "--as", "as_backend", metavar="BACKEND", help="Judge the --backend plug-ins with this backend's bounds."
+)
 @click.option("-k", "filter_expr", help="Keep cases matching: words (tags or ID parts) with and/or/not.")
 @click.option(
     "--json", "json_path", type=click.Path(dir_okay=False), help="Results file, rewritten after each case."
@@ -90,6 +101,7 @@ def run_command(
     suites: tuple[str, ...],
     backend_names: str | None,
     backend_specs: tuple[str, ...],
+    as_backend: str | None,
     filter_expr: str | None,
     json_path: str | None,
     junit_path: str | None,
@@ -107,7 +119,9 @@ def run_command(
     if not cases:
         raise InputError(f"no case matches -k {filter_expr!r}" if filter_expr else "the suites hold no case")
     selected = _split(backend_names)
-    backends = resolve_backends(cases, selected, backend_specs)
+    plugins = plugin_backends(backend_specs)
+    cases = judged_as(cases, plugins, as_backend)
+    backends = resolve_backends(cases, selected, plugins)
     device = preferred_device()
     baselines = BaselineSet(device_key(device), Path(baseline_file) if baseline_file else None)
     stderr.print(f"{len(cases)} cases on {device.type}: backends {', '.join(backends)}", highlight=False)
@@ -118,7 +132,7 @@ def run_command(
         task = progress.add_task("cases", total=len(cases), case="")
         for case in cases:
             progress.update(task, case=case.id)
-            needed = {n: backends[n] for n in backends_for(case, selected, list(backends)) if n in backends}
+            needed = {n: backends[n] for n in backends_for(case, selected, list(plugins))}
             budget = budget_for(case, timing, timing_mode)
             result = run_case(case, needed, device, budget, baselines.latency(case) if budget else None)
             results.append(result)

@@ -7,11 +7,14 @@ row so a stray read poisons the output, and per-request trees drawn from the cas
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
+from pathlib import Path
 
 import torch
 
+from ddbench.errors import InputError
 from ddbench.inputs.layout import VerifyInputs, poison_
 from ddbench.inputs.pool import scatter_slots
 from ddbench.suite.ids import canonical_json
@@ -116,10 +119,13 @@ def _indptr(lengths: list[int], dtype: torch.dtype) -> torch.Tensor:
 
 
 def _replayed(case: Case, device: torch.device | str) -> VerifyInputs:
-    import dataclasses
+    from ddbench.capture import read_capture  # it imports ddbench.inputs: resolved at call time
 
-    from ddbench.capture import read_capture
-
+    actual = hashlib.sha256(Path(case.capture.path).read_bytes()).hexdigest()
+    if actual != case.capture.sha256:
+        raise InputError(
+            "the capture changed since the suite was loaded (its SHA-256 differs)", file=case.capture.path
+        )
     capture = read_capture(case.capture.path)
     inputs = dataclasses.replace(capture.inputs, captured_output=capture.output)
     return inputs if torch.device(device).type == "cpu" else inputs.to(device)

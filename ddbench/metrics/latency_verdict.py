@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from ddbench.suite.budget import Budget
 from ddbench.timing.stats import LatencyStats, RatioStats
 
-PASS, FAIL, NO_BASELINE = "pass", "fail", "no-baseline"
+PASS, FAIL, NO_BASELINE, NOT_JUDGED = "pass", "fail", "no-baseline", "not-judged"
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,13 @@ def judge_budget(
     ratios: Sequence[RatioStats],
     baselines: Mapping[str, LatencyStats],
 ) -> LatencyVerdict:
-    checks: list[BudgetCheck] = []
+    checks = [
+        BudgetCheck(
+            "timed", name, FAIL, None, None, "not timed: the backend did not run (cleanly) in this case"
+        )
+        for name in budget.timed
+        if name not in measured
+    ]
     if budget.regression_tolerance is not None:
         checks += [_regression_check(n, s, baselines.get(n), budget) for n, s in measured.items()]
     measured_ratios = {(r.candidate, r.baseline): r for r in ratios}
@@ -111,5 +117,13 @@ def judge_budget(
             )
         )
     statuses = {c.status for c in checks}
-    overall = FAIL if FAIL in statuses else NO_BASELINE if NO_BASELINE in statuses else PASS
+    overall = (
+        FAIL
+        if FAIL in statuses
+        else NO_BASELINE
+        if NO_BASELINE in statuses
+        else PASS
+        if checks
+        else NOT_JUDGED
+    )
     return LatencyVerdict(overall, tuple(checks))

@@ -11,7 +11,7 @@ from ddbench.backends.protocol import Backend
 from ddbench.errors import InputError
 from ddbench.explain.attach import diagnose_failures
 from ddbench.inputs import check_inputs, generate_inputs
-from ddbench.metrics import ERROR, SKIPPED, Verdict, judge, parity_figures
+from ddbench.metrics import ERROR, PASS, SKIPPED, Verdict, judge, parity_figures
 from ddbench.runner.results import BackendRun, CaseResult, PairResult
 from ddbench.runner.timing import time_case
 from ddbench.suite.budget import Budget
@@ -77,15 +77,18 @@ def _judge_pairs(case: Case, runs: Mapping[str, BackendRun]) -> list[PairResult]
                         name, bound.against, bound, Verdict(ERROR, (f"{failed.name}: {failed.error}",))
                     )
                 )
-            elif bound.no_worse_than and not _ran(runs, bound.no_worse_than):
-                reason = f"{bound.no_worse_than} not run (named by no_worse_than)"
-                pairs.append(PairResult(name, bound.against, bound, Verdict(SKIPPED, (reason,))))
+            elif bound.no_worse_than and runs.get(bound.no_worse_than) and runs[bound.no_worse_than].error:
+                reason = f"{bound.no_worse_than} (named by no_worse_than): {runs[bound.no_worse_than].error}"
+                pairs.append(PairResult(name, bound.against, bound, Verdict(ERROR, (reason,))))
             else:
                 figures = parity_figures(cand.output, against.output)
                 peer = None
-                if bound.no_worse_than:
+                if bound.no_worse_than and _ran(runs, bound.no_worse_than):
                     peer = parity_figures(runs[bound.no_worse_than].output, against.output)
                 verdict = judge(bound, figures, name, peer)
+                if bound.no_worse_than and peer is None and verdict.status == PASS:
+                    # The absolute limits held; the relative one needs its peer, which this run left out.
+                    verdict = Verdict(PASS, (f"no_worse_than {bound.no_worse_than} not judged: not run",))
                 pairs.append(PairResult(name, bound.against, bound, verdict, figures))
     return pairs
 
@@ -107,12 +110,19 @@ def run_case(
         result.error = f"inputs: {err.message}"
         result.seconds = time.perf_counter() - start
         return result
+    except Exception as err:  # e.g. out of memory for a huge case: that case's error, not the run's end
+        result.error = f"inputs: {type(err).__name__}: {err}"
+        result.seconds = time.perf_counter() - start
+        return result
     for name, backend in backends.items():
         result.runs[name] = _call(backend, inputs)
     result.pairs = _judge_pairs(case, result.runs)
     diagnose_failures(result, inputs)
     clean = {name: b for name, b in backends.items() if result.runs[name].error is None}
     if budget is not None and clean:
-        result.timing = time_case(case, budget, clean, inputs, baselines or {})
+        try:
+            result.timing = time_case(case, budget, clean, inputs, baselines or {})
+        except Exception as err:  # a backend that fails while being timed: this case's error
+            result.error = f"timing: {type(err).__name__}: {err}"
     result.seconds = time.perf_counter() - start
     return result

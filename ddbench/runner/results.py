@@ -61,7 +61,7 @@ class CaseResult:
     @property
     def status(self) -> str:
         statuses = {p.verdict.status for p in self.pairs}
-        if self.error or ERROR in statuses:
+        if self.error or ERROR in statuses or any(run.error for run in self.runs.values()):
             return ERROR
         if FAIL in statuses or (self.timing is not None and self.timing.verdict.failed):
             return FAIL

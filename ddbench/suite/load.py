@@ -9,6 +9,7 @@ from typing import Any
 from ddbench.errors import InputError, SuiteInvalid
 from ddbench.suite.captures import CaptureInfo, CaptureLoader, file_loader
 from ddbench.suite.expand import RawCase, expand_document
+from ddbench.suite.ids import workload_hash
 from ddbench.suite.model import Suite
 from ddbench.suite.resolve import resolve_capture_case, resolve_case
 from ddbench.suite.schema import schema_errors
@@ -48,16 +49,17 @@ def parse_suite(document: Any, file: str, captures: CaptureLoader = _no_captures
         errors += problems
         if case is None:
             continue
-        if case.id in first_seen:
+        key = workload_hash(case)  # two labels on one workload are still one workload
+        if key in first_seen:
             errors.append(
                 InputError(
-                    f"case {case.id} repeats the workload of {first_seen[case.id]}; results are keyed by it",
+                    f"case {case.id} repeats the workload of {first_seen[key]}; results are keyed by it",
                     file=file,
                     path=raw.where,
                 )
             )
             continue
-        first_seen[case.id] = raw.where
+        first_seen[key] = raw.where
         cases.append(case)
     if errors:
         # A bad default fails every case it reaches; say it once.
