@@ -22,7 +22,12 @@ def package_version(name: str) -> str | None:
 
 def device_facts() -> dict[str, Any]:
     if not torch.cuda.is_available():
-        return {"kind": "cpu", "name": platform.processor() or platform.machine(), "cuda": None}
+        return {
+            "kind": "cpu",
+            "name": platform.processor() or platform.machine(),
+            "machine": platform.machine(),
+            "cuda": None,
+        }
     props = torch.cuda.get_device_properties(0)
     return {
         "kind": "cuda",

@@ -272,7 +272,7 @@ def test_interrupted_update_leaves_the_old_baseline_intact(tmp_path, plugins, mo
 
 
 def test_baseline_round_trip_and_stable_bytes(tmp_path):
-    baseline = BaselineFile("cpu-x", "s", {"b-case": {"z": {"latency": {"median_us": 1.0}}, "a": {"x": 1}}})
+    baseline = BaselineFile("cpu-x", "s", {"b-case": {"z": _entry(1.0), "a": _entry(2.0)}})
     path = tmp_path / "b.json"
     save_baseline(path, baseline)
     first = path.read_bytes()
@@ -328,3 +328,57 @@ def test_update_refuses_a_backend_no_bound_judged(tmp_path, plugins):
     text = " ".join(result.output.split())  # rich wraps long lines
     assert result.exit_code == 1 and "reference-fp64: parity not judged" in text
     assert not _stored(tmp_path)
+
+
+def _entry(median: float) -> dict:
+    stats = summarize([median * f for f in (0.99, 1.0, 1.0, 1.01)])
+    return {"latency": stats.to_json(), "mode": "host", "date": "2026-11-29"}
+
+
+def test_baseline_show_and_diff_gate_a_regression(tmp_path):
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    save_baseline(old, BaselineFile("cpu-x", "s", {"case-1": {"b": _entry(100.0)}}))
+    save_baseline(new, BaselineFile("cpu-x", "s", {"case-1": {"b": _entry(150.0)}}))
+    shown = CliRunner().invoke(cli, ["baseline", "show", str(old)])
+    assert shown.exit_code == 0 and "100.00" in shown.output
+    same = CliRunner().invoke(cli, ["baseline", "diff", str(old), str(old)])
+    assert same.exit_code == 0 and "0 regressed" in same.output
+    slower = CliRunner().invoke(cli, ["baseline", "diff", str(old), str(new)])
+    assert slower.exit_code == 1 and "1 regressed" in slower.output and "+50.0%" in slower.output
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"format": "ddbench-baseline", "version": 1, "suite": "s", "entries": {}},
+        {
+            "format": "ddbench-baseline",
+            "version": 1,
+            "device": "d",
+            "suite": "s",
+            "entries": {"c": {"b": {}}},
+        },
+        {
+            "format": "ddbench-baseline",
+            "version": 1,
+            "device": "d",
+            "suite": "s",
+            "entries": {"c": {"b": {"latency": {"median_us": "fast"}}}},
+        },
+    ],
+)
+def test_a_malformed_baseline_is_a_clear_error(tmp_path, document):
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(document))
+    for args in (["baseline", "show", str(path)], ["baseline", "diff", str(path), str(path)]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2 and "b.json" in result.output and "Traceback" not in result.output
+
+
+def test_atomic_writes_keep_the_files_mode(tmp_path):
+    path = tmp_path / "r.json"
+    atomic.write_atomic(path, "1")
+    assert path.stat().st_mode & 0o777 != 0o600  # umask's mode, not mkstemp's private 0600
+    path.chmod(0o640)
+    atomic.write_atomic(path, "2")
+    assert path.stat().st_mode & 0o777 == 0o640 and path.read_text() == "2"

@@ -14,6 +14,13 @@ Table = dict[tuple[str, str], LatencyStats]  # (case ID, backend) -> stats
 
 def latency_table_of(document: dict[str, Any], source: str) -> Table:
     """From a baseline file's entries, or from a results file's timed cases."""
+    try:
+        return _latency_table(document)
+    except (KeyError, TypeError, ValueError) as err:
+        raise InputError(f"malformed latency data: {err}", file=source) from None
+
+
+def _latency_table(document: Any) -> Table:
     fmt = document.get("format") if isinstance(document, dict) else None
     out: Table = {}
     if fmt == "ddbench-baseline":
@@ -25,7 +32,7 @@ def latency_table_of(document: dict[str, Any], source: str) -> Table:
             for name, data in ((case.get("latency") or {}).get("backends") or {}).items():
                 out[(case["id"], name)] = LatencyStats.from_json(data)
     else:
-        raise InputError('neither a baseline file nor a results file (no known "format")', file=source)
+        raise ValueError('neither a baseline file nor a results file (no known "format")')
     return out
 
 

@@ -60,7 +60,20 @@ def load_baseline(path: Path) -> BaselineFile | None:
         raise InputError(
             f"baseline format version {document.get('version')} is not {FORMAT_VERSION}", file=str(path)
         )
-    return BaselineFile(document["device"], document["suite"], document.get("entries", {}))
+    for key in ("device", "suite"):
+        if not isinstance(document.get(key), str):
+            raise InputError("missing or not a string", file=str(path), path=key)
+    entries = document.get("entries", {})
+    if not isinstance(entries, dict):
+        raise InputError("must be an object of case IDs", file=str(path), path="entries")
+    for case_id, backends in entries.items():
+        for name, entry in (backends or {}).items() if isinstance(backends, dict) else [(None, None)]:
+            where = f"entries.{case_id}" + (f".{name}" if name else "")
+            try:
+                LatencyStats.from_json(entry["latency"])
+            except (KeyError, TypeError, ValueError) as err:
+                raise InputError(f"not a baseline entry: {err}", file=str(path), path=where) from None
+    return BaselineFile(document["device"], document["suite"], entries)
 
 
 def save_baseline(path: Path, baseline: BaselineFile) -> None:

@@ -20,6 +20,7 @@ from ddbench.kernel.cuda_build import kernel_sources_hash
 from ddbench.runner import backends_for, run_case
 from ddbench.runner.budgets import budget_for
 from ddbench.suite.load import read_json
+from ddbench.timing.stats import LatencyStats
 
 EXIT_REFUSED = 1
 
@@ -89,16 +90,16 @@ def show_command(source: str, root: str) -> None:
         table.add_column(column, no_wrap=column in ("case", "backend"))
     for case_id in sorted(baseline.entries):
         for name, entry in sorted(baseline.entries[case_id].items()):
-            s = entry["latency"]
+            s = LatencyStats.from_json(entry["latency"])  # load_baseline checked every entry
             table.add_row(
                 case_id,
                 name,
-                f"{s['median_us']:.2f}",
-                f"{s['iqr_us']:.2f}",
-                f"{s['rel_noise']:.1%}",
-                str(s["samples"]),
-                entry["mode"],
-                entry["date"],
+                f"{s.median_us:.2f}",
+                f"{s.iqr_us:.2f}",
+                f"{s.rel_noise:.1%}",
+                str(s.samples),
+                str(entry.get("mode", "")),
+                str(entry.get("date", "")),
                 entry.get("kernel_hash") or "",
             )
     stdout.print(table)
@@ -120,11 +121,11 @@ def diff_command(before: str, after: str | None, tolerance: float, root: str) ->
             )
         (suite,) = load_suites(suites)
         device = results.get("environment", {}).get("device", {})
-        key = device_key(preferred_device())
-        if device.get("kind") == "cuda":
-            key = slug(device["name"])
+        # The device the results were measured on, not the one diffing them.
+        cpu = "cpu-" + slug(str(device.get("machine") or device.get("name", "")))
+        key = slug(device["name"]) if device.get("kind") == "cuda" else cpu
         before, after = str(baseline_path(key, suite.name, Path(root))), before
-    tables = [latency_table_of(read_json(Path(p)), p) for p in (before, after)]
+    tables = [_latency_of(Path(p)) for p in (before, after)]
     changes = compare_tables(tables[0], tables[1], tolerance)
     stdout.print(_changes_table(changes, f"{before} -> {after} (tolerance {tolerance:.0%}, noise-aware)"))
     regressed = [c for c in changes if c.regressed]
@@ -132,6 +133,16 @@ def diff_command(before: str, after: str | None, tolerance: float, root: str) ->
         f"{len(regressed)} regressed, {sum(c.improved for c in changes)} improved, {len(changes)} compared",
         highlight=False,
     )
+    if regressed:  # a CI gate, like nvbench's compare script
+        raise click.exceptions.Exit(EXIT_REFUSED)
+
+
+def _latency_of(path: Path):
+    """A baseline file (checked entry by entry) or a results file, as (case, backend) -> latency."""
+    document = read_json(path)
+    if isinstance(document, dict) and document.get("format") == "ddbench-baseline":
+        load_baseline(path)
+    return latency_table_of(document, str(path))
 
 
 def _baseline_file_for(source: str, root: Path) -> Path:

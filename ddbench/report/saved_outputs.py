@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_file
 
+from ddbench.errors import InputError
 from ddbench.report.ulp_distributions import Histogram, empty_histograms, judged_pairs, pair_label
 
 
@@ -19,7 +20,12 @@ def saved_outputs_path(directory: str | Path, case_id: str) -> Path:
 def load_saved_outputs(directory: str | Path, case_id: str) -> dict[str, torch.Tensor] | None:
     """backend -> output for one case, or None when the run saved nothing for it."""
     path = saved_outputs_path(directory, case_id)
-    return load_file(str(path)) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        return load_file(str(path))
+    except Exception as err:  # safetensors raises its own error types for a corrupt or truncated file
+        raise InputError(f"not a readable saved-outputs file: {err}", file=str(path)) from None
 
 
 def element_histograms(

@@ -40,7 +40,14 @@ class LatencyStats:
 
     @classmethod
     def from_json(cls, data: dict[str, float]) -> LatencyStats:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        """Raises ValueError naming the first missing or non-numeric field."""
+        values = {}
+        for name in cls.__dataclass_fields__:
+            value = data.get(name) if isinstance(data, dict) else None
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"latency field {name!r} is missing or not a number")
+            values[name] = value
+        return cls(**values)
 
 
 def _quartiles(values: Sequence[float]) -> tuple[float, float]:
