@@ -187,3 +187,24 @@ def test_a_plugin_no_bound_judges_is_refused_unless_given_a_template(tmp_path, m
     assert judged.exit_code == 0, judged.output
     pairs = json.loads(out.read_text())["cases"][0]["pairs"]
     assert {(p["candidate"], p["status"]) for p in pairs} == {("reference", "pass"), ("rounded", "pass")}
+
+
+class Scribbler(Rounded):
+    """Writes into the KV pool: every backend after it would see other inputs."""
+
+    name = "scribbler"
+
+    def run(self, inputs):
+        inputs.k_buffer[inputs.kv_indices[0]] += 1
+        return super().run(inputs)
+
+
+def test_a_backend_that_modifies_its_inputs_is_an_error():
+    from ddbench.inputs import generate_inputs
+    from ddbench.runner.execute import _call, input_fingerprints
+
+    x = generate_inputs(parse_suite(SUITE, "t").cases[0])
+    before = input_fingerprints(x)
+    assert _call(Rounded(), x).error is None and input_fingerprints(x) == before
+    run = _call(Scribbler(), x)
+    assert run.output is None and "modified its inputs: k_buffer" in run.error

@@ -11,6 +11,7 @@ from ddbench.backends.protocol import Backend
 from ddbench.errors import InputError
 from ddbench.explain.attach import diagnose_failures
 from ddbench.inputs import check_inputs, generate_inputs
+from ddbench.inputs.layout import VerifyInputs
 from ddbench.metrics import ERROR, PASS, SKIPPED, Verdict, judge, parity_figures
 from ddbench.runner.results import BackendRun, CaseResult, PairResult
 from ddbench.runner.timing import time_case
@@ -30,7 +31,45 @@ def backends_for(case: Case, selected: list[str] | None, extra: list[str]) -> li
     return list(dict.fromkeys([*names, *extra]))
 
 
-def _call(backend: Backend, inputs) -> BackendRun:
+_READ_ONLY = (
+    "q_extend",
+    "k_extend",
+    "v_extend",
+    "k_buffer",
+    "qo_indptr",
+    "kv_indptr",
+    "kv_indices",
+    "out_cache_loc",
+    "custom_mask",
+    "mask_indptr",
+)
+
+
+def input_fingerprints(inputs: VerifyInputs) -> dict[str, int]:
+    """A sum of each read-only tensor's bit patterns: a backend that writes its inputs would corrupt every
+    backend after it, so such a write is that backend's error."""
+    out = {}
+    for name in _READ_ONLY:
+        t = getattr(inputs, name)
+        bits = (
+            t.view(torch.uint8)
+            if t.dtype == torch.bool
+            else t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
+        )
+        out[name] = int(bits.sum(dtype=torch.int64))
+    return out
+
+
+def _call(backend: Backend, inputs: VerifyInputs) -> BackendRun:
+    before = input_fingerprints(inputs)
+    run = _timed_call(backend, inputs)
+    changed = [name for name, value in input_fingerprints(inputs).items() if before[name] != value]
+    if changed and run.error is None:
+        run = BackendRun(backend.name, None, run.seconds, f"modified its inputs: {', '.join(changed)}")
+    return run
+
+
+def _timed_call(backend: Backend, inputs: VerifyInputs) -> BackendRun:
     inputs.fresh_output()
     if inputs.device.type == "cuda":
         torch.cuda.synchronize()
