@@ -5,7 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SUITE ?= suites/smoke.json
 # Every shipped suite; on a machine without a GPU `make suites` keeps the cases tagged cpu.
-ALL_SUITES := suites/smoke.json suites/k26-tp8-parity.json suites/k26-verify.json
+ALL_SUITES := suites/smoke.json suites/k26-tp8-parity.json suites/kernel-parity.json suites/replay.json \
+	suites/k26-verify.json
 HAS_CUDA := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 RESULTS := results
 
