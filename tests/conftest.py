@@ -4,8 +4,27 @@ Triton decides when a kernel is first decorated — so the variable is set befor
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
+import pytest
 import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+SMOKE = Path(__file__).resolve().parents[1] / "suites" / "smoke.json"
+
+
+@pytest.fixture(scope="session")
+def smoke_cases():
+    from ddbench.suite import load_suite
+
+    return list(load_suite(SMOKE).cases)
+
+
+def smoke_case(cases, label: str):
+    """The one smoke case whose ID starts with `label` (tests name cases by their readable start)."""
+    found = [c for c in cases if c.id.startswith(label)]
+    assert len(found) == 1, f"smoke.json should hold exactly one case {label}*, found {[c.id for c in found]}"
+    return found[0]

@@ -4,17 +4,16 @@ determinism, realistic score spread, and check_inputs catching corrupted inputs 
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 import torch
+from conftest import smoke_case
 
 from ddbench.errors import InputError
 from ddbench.inputs import check_inputs, generate_inputs, poisoned_mask
 from ddbench.inputs.layout import TENSOR_FIELDS, VerifyInputs
-from ddbench.suite import Case, load_suite, parse_suite
+from ddbench.suite import Case, parse_suite
 
-SMOKE = Path(__file__).resolve().parents[1] / "suites" / "smoke.json"
 # Labels (prefix of the case ID) of smoke cases covering: a DDTree, prefix 0, q_len 1, a ragged batch,
 # a sampled prefix range, DeepSeek's 16 local heads, DP-attention's 64, and a paged pool.
 LAYOUT_CASES = [
@@ -28,17 +27,6 @@ LAYOUT_CASES = [
     "dpattn.",
     "paged.",
 ]
-
-
-@pytest.fixture(scope="module")
-def smoke_cases() -> list[Case]:
-    return list(load_suite(SMOKE).cases)
-
-
-def smoke_case(cases: list[Case], label: str) -> Case:
-    found = [c for c in cases if c.id.startswith(label)]
-    assert len(found) == 1, f"smoke.json should hold exactly one case {label}*, found {[c.id for c in found]}"
-    return found[0]
 
 
 def one_case(**fields) -> Case:

@@ -8,20 +8,19 @@ array by walking ancestor chains, and does a max-subtracted softmax by hand.
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import smoke_case
 
 from ddbench.backends import get_backend
 from ddbench.backends.reference import ReferenceBackend
 from ddbench.inputs import generate_inputs
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.metrics import FAIL, PASS, judge, parity_figures
-from ddbench.suite import Case, load_suite, parse_suite
+from ddbench.suite import Case, parse_suite
 
-SMOKE = Path(__file__).resolve().parents[1] / "suites" / "smoke.json"
 CASES = [
     "trees.kimi-k2.6-tp8-h8-bs1-p21-ddtree-b8",
     "trees.kimi-k2.6-tp8-h8-bs1-p21-medusa",
@@ -32,16 +31,6 @@ CASES = [
     "dsv3.",
     "paged.",
 ]
-
-
-@pytest.fixture(scope="module")
-def smoke_cases() -> list[Case]:
-    return list(load_suite(SMOKE).cases)
-
-
-def smoke_case(cases: list[Case], label: str) -> Case:
-    (case,) = [c for c in cases if c.id.startswith(label)]
-    return case
 
 
 def one_case(**fields) -> Case:

@@ -5,32 +5,20 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from conftest import SMOKE, smoke_case
 
 from ddbench.backends import get_backend, preferred_device
 from ddbench.inputs import check_inputs, generate_inputs, poisoned_mask
 from ddbench.metrics import FAIL, PASS, judge, parity_figures
-from ddbench.suite import Case, load_suite
 
 pytestmark = pytest.mark.triton
 
-SMOKE = Path(__file__).resolve().parents[1] / "suites" / "smoke.json"
 # ~0.4-1.5 s each under the interpreter: a DDTree, prefix 0, a ragged batch of EAGLE trees, a paged pool.
 CASES = ["trees.kimi-k2.6-tp8-h8-bs1-p21-ddtree-b8", "prefix0.", "ragged.", "paged."]
 MAX_ROW_ULP = 3.0
-
-
-@pytest.fixture(scope="module")
-def smoke_cases() -> list[Case]:
-    return list(load_suite(SMOKE).cases)
-
-
-def smoke_case(cases: list[Case], label: str) -> Case:
-    (case,) = [c for c in cases if c.id.startswith(label)]
-    return case
 
 
 @pytest.fixture(scope="module")
