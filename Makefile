@@ -51,7 +51,7 @@ $(STAMP): pyproject.toml requirements/torch-cpu.txt requirements/sglang-kernel.t
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 ifeq ($(HAS_CUDA),1)
-	$(BIN)/python -m pip install -q torch==2.13.0 ninja
+	$(BIN)/python -m pip install -q torch==2.13.0 ninja nvidia-ml-py
 else
 	$(BIN)/python -m pip install -q -r requirements/torch-cpu.txt
 endif
