@@ -1,7 +1,7 @@
 """The test the ddbench pytest plugin parametrizes: collected only when `--ddbench-suite` is given.
 
 Its file name matches no `python_files` pattern, so pytest never collects it by walking a folder; the plugin
-passes its path to the collection itself (see ddbench/pytest_plugin.py).
+passes its path to the collection itself (see ddbench/pytest_plugin/__init__.py).
 """
 
 from __future__ import annotations

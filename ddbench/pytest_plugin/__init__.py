@@ -4,8 +4,8 @@
 
 How tests appear without a test file (checked with pytest 9; pytest 8 has the same hooks and `config.args`):
 when `--ddbench-suite` is given, `pytest_configure` puts the path of the shipped module
-`ddbench/_pytest_suite_module.py` into `config.args` (instead of the testpaths/current-folder default when
-the command line named no path; beside the named paths otherwise). `Session.perform_collect` collects
+`ddbench/pytest_plugin/suite_module.py` into `config.args` (instead of the testpaths/current-folder default
+when the command line named no path; beside the named paths otherwise). `Session.perform_collect` collects
 `config.args` and treats them as initial paths, which pytest collects whatever their file name
 (`python_files` only filters files found by walking a folder). `pytest_generate_tests` then parametrizes the
 module's one test with every case × backend, IDs `<case ID>-<backend>`; the cases' tags are added as
@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-SUITE_MODULE = Path(__file__).with_name("_pytest_suite_module.py")
+SUITE_MODULE = Path(__file__).with_name("suite_module.py")
 PARAM = "ddbench_case_backend"
 NODE_ID = "ddbench-suite"
 _BENCH = pytest.StashKey[Any]()
@@ -66,7 +66,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not torch.cuda.is_available():
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before any backend imports Triton, as the CLI does
     from ddbench.errors import DdbenchError
-    from ddbench.pytest_bench import SuiteBench
+    from ddbench.pytest_plugin.bench import SuiteBench
     from ddbench.suite import load_suite
 
     option = config.getoption("ddbench_backends")
@@ -118,6 +118,6 @@ def pytest_benchmark_update_machine_info(config: pytest.Config, machine_info: di
     bench = _session(config)
     if bench is None:
         return
-    from ddbench.pytest_machine import machine_facts
+    from ddbench.pytest_plugin.machine import machine_facts
 
     machine_info["ddbench"] = machine_facts(bench.device)
