@@ -29,6 +29,7 @@ from ddbench.report.results_file import ResultsFile
 from ddbench.runner import run_case
 from ddbench.suite import Case, load_suite
 from ddbench.suite.select import case_filter
+from ddbench.timing.settings import TimingSettings
 
 PARITY_SUITES = (
     ("suites/smoke.json", None),
@@ -43,6 +44,7 @@ LATENCY_CASES = (
     ("suites/k26-verify.json", "full and deepseek and bs16 and p32768 and chain16"),
 )
 PARITY_DEADLINE_S = 240
+LATENCY_SETTINGS = TimingSettings(mode="graph", max_seconds=2.0, target_rel_noise=0.01)
 SANITIZER_TIMEOUT_S = 150
 
 
@@ -140,23 +142,26 @@ def step_sanitizer() -> dict[str, Any]:
 
 
 def step_latency() -> dict[str, Any]:
-    from ddbench.device.latency import time_backend
+    """cuda vs triton, interleaved, in CUDA-graph mode: the run's own sampler on a few GPU-sized cases."""
     from ddbench.inputs import generate_inputs
+    from ddbench.runner.timing import input_sets
+    from ddbench.timing.sampler import measure
 
-    cuda, triton = get_backend("cuda"), get_backend("triton")
+    backends = {"cuda": get_backend("cuda"), "triton": get_backend("triton")}
     rows = []
     for path, expression in LATENCY_CASES:
         for case in _cases(path, expression or None)[:1]:
-            inputs = generate_inputs(case, "cuda")
-            timed = {name: time_backend(b, inputs) for name, b in (("cuda", cuda), ("triton", triton))}
+            sets = input_sets(
+                case, generate_inputs(case, "cuda"), LATENCY_SETTINGS.input_sets, torch.device("cuda")
+            )
+            measured, (ratio,) = measure(backends, sets, LATENCY_SETTINGS, [("cuda", "triton")])
             rows.append(
                 {
                     "case": case.id,
-                    **{f"{n}_median_us": round(t["median_us"], 2) for n, t in timed.items()},
-                    **{f"{n}_iqr_us": round(t["iqr_us"], 2) for n, t in timed.items()},
-                    "ratio_cuda_over_triton": round(
-                        timed["cuda"]["median_us"] / timed["triton"]["median_us"], 3
-                    ),
+                    **{f"{n}_median_us": round(m.stats.median_us, 2) for n, m in measured.items()},
+                    **{f"{n}_iqr_us": round(m.stats.iqr_us, 2) for n, m in measured.items()},
+                    **{f"{n}_mode": m.mode for n, m in measured.items()},
+                    "ratio_cuda_over_triton": round(ratio.median, 3),
                 }
             )
     return {"ok": True, "rows": rows}
