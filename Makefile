@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 SUITE ?= suites/smoke.json
+K ?=
 # Every shipped suite; on a machine without a GPU `make suites` keeps the cases tagged cpu.
 ALL_SUITES := suites/smoke.json suites/k26-tp8-parity.json suites/kernel-parity.json suites/replay.json \
 	suites/k26-verify.json
@@ -19,7 +20,7 @@ smoke: $(STAMP)
 	$(BIN)/ddbench run suites/smoke.json --json $(RESULTS)/smoke.json --junit $(RESULTS)/smoke.xml
 
 suite: $(STAMP)
-	$(BIN)/ddbench run $(SUITE) --json $(RESULTS)/$(notdir $(SUITE))
+	$(BIN)/ddbench run $(SUITE) $(if $(K),-k "$(K)") --json $(RESULTS)/$(notdir $(SUITE))
 
 suites: $(STAMP)
 ifeq ($(HAS_CUDA),1)
