@@ -45,12 +45,6 @@ class BackendUnavailable(DdbenchError):
     exit_code = 3
 
 
-class BackendFailure(DdbenchError):
-    """A backend raised while running a case; reported per case, not fatal to the run."""
-
-    exit_code = 1
-
-
 class SuiteInvalid(InputError):
     """Every problem found in one suite file, so the author can fix them in one pass."""
 

@@ -43,3 +43,14 @@ def bf16_dot_fixed() -> Iterator[None]:
             yield
         finally:
             interpreter.InterpreterBuilder.create_dot = original
+
+
+def use_interpreter_without_gpu() -> None:
+    """On a machine without CUDA, Triton must interpret; it decides when a kernel is first decorated, so
+    this runs before any backend module imports Triton (the CLI and the pytest plugin call it first)."""
+    import os
+
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")

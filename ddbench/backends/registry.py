@@ -87,3 +87,9 @@ def get_backend(name: str) -> Backend:
         f"unknown backend {name!r}; known: {', '.join(known_backend_names())} (and mutant:<hypothesis>)",
         path="--backends",
     )
+
+
+def split_names(value: str | None) -> list[str] | None:
+    """`a, b,,c` -> ["a", "b", "c"]; None or empty -> None (no selection)."""
+    names = [v.strip() for v in value.split(",") if v.strip()] if value else []
+    return names or None

@@ -17,9 +17,9 @@ import torch
 from ddbench.backends.interpreter_fix import UPSTREAM_ISSUE, bf16_dot_fixed
 from ddbench.backends.protocol import Availability
 from ddbench.inputs.layout import VerifyInputs
+from ddbench.sglang_target import EXTEND_ATTENTION_MODULE
 
-SGLANG_MODULE = "sglang.kernels.ops.attention.extend_attention"
-SGLANG_VERSION = "0.5.23"
+SGLANG_MODULE = EXTEND_ATTENTION_MODULE
 
 
 class SglangTritonBackend:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import platform
 import re
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -17,3 +19,10 @@ def device_key(device: torch.device | None = None) -> str:
     if device is not None and device.type == "cuda":
         return slug(torch.cuda.get_device_name(device))
     return "cpu-" + slug(platform.machine())
+
+
+def device_key_from_facts(device: Mapping[str, Any]) -> str:
+    """The same key from a results file's recorded `environment.device` (the machine that measured)."""
+    if device.get("kind") == "cuda":
+        return slug(str(device.get("name", "")))
+    return "cpu-" + slug(str(device.get("machine") or device.get("name", "")))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from ddbench.metrics import PASS
+from ddbench.metrics import PASS, SKIPPED
 from ddbench.runner.results import CaseResult
 from ddbench.suite.ids import workload_hash
 
@@ -17,7 +17,7 @@ def refusal_reasons(result: CaseResult) -> list[str]:
     reasons = []
     if result.error:
         reasons.append(f"inputs: {result.error}")
-    failed = [p for p in result.pairs if p.verdict.status not in (PASS, "skipped")]
+    failed = [p for p in result.pairs if p.verdict.status not in (PASS, SKIPPED)]
     reasons += [
         f"parity {p.candidate} vs {p.against}: {p.verdict.status} ({'; '.join(p.verdict.reasons)})"
         for p in failed

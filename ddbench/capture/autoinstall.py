@@ -16,8 +16,9 @@ from typing import Any
 
 from ddbench.capture.config import config_from_env
 from ddbench.capture.import_hook import call_after_import
+from ddbench.sglang_target import EXTEND_ATTENTION_MODULE
 
-TARGET_MODULE = "sglang.kernels.ops.attention.extend_attention"  # = ddbench.capture.installer.TARGET_MODULE
+TARGET_MODULE = EXTEND_ATTENTION_MODULE
 
 log = logging.getLogger("ddbench.capture")
 

@@ -23,7 +23,6 @@ METADATA_KEY = "ddbench.capture"
 OUTPUT_TENSOR = "o_extend_captured"
 SUFFIX = ".safetensors"
 
-_INDEX = frozenset({torch.int32, torch.int64})
 # name -> (allowed dtypes, rank); the first dtype listed is what the recorder writes.
 TENSOR_SPEC: dict[str, tuple[tuple[torch.dtype, ...], int]] = {
     "q_extend": ((torch.bfloat16,), 3),

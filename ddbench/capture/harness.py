@@ -14,10 +14,12 @@ from dataclasses import dataclass
 
 import torch
 
+from ddbench.backends.interpreter_fix import bf16_dot_fixed
 from ddbench.backends.triton_sglang import call_extend_attention
 from ddbench.inputs import VerifyInputs
+from ddbench.sglang_target import EXTEND_ATTENTION_MODULE
 
-TARGET_MODULE = "sglang.kernels.ops.attention.extend_attention"
+TARGET_MODULE = EXTEND_ATTENTION_MODULE
 
 
 @dataclass(frozen=True)
@@ -50,8 +52,6 @@ def call_like_sglang(
     x: VerifyInputs, layer_id: int | None = 0, *, with_out_cache_loc: bool = True
 ) -> torch.Tensor:
     """Poison x.o_extend, run the kernel through SGLang-shaped frames, return the output (a clone)."""
-    from ddbench.backends.interpreter_fix import bf16_dot_fixed
-
     x.fresh_output()
     layer = FakeLayer(layer_id) if layer_id is not None else None
     batch = FakeForwardBatch(x.out_cache_loc) if with_out_cache_loc else None

@@ -27,8 +27,9 @@ from types import ModuleType
 from typing import Any
 
 from ddbench.capture.recorder import Recorder
+from ddbench.sglang_target import EXTEND_ATTENTION_MODULE
 
-TARGET_MODULE = "sglang.kernels.ops.attention.extend_attention"
+TARGET_MODULE = EXTEND_ATTENTION_MODULE
 FUNCTION = "extend_attention_fwd"
 _MARK = "_ddbench_capture_recorder"
 

@@ -9,8 +9,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from ddbench.backends import preferred_device
+from ddbench.backends.registry import split_names
 from ddbench.baselines.compare import compare_tables, latency_table_of
-from ddbench.baselines.device import device_key, slug
+from ddbench.baselines.device import device_key, device_key_from_facts
 from ddbench.baselines.entries import baseline_entries, refusal_reasons
 from ddbench.baselines.store import DEFAULT_ROOT, BaselineFile, baseline_path, load_baseline, save_baseline
 from ddbench.cli.common import load_suites, resolve_backends, select_cases, stderr, stdout
@@ -41,7 +42,7 @@ def update_command(suite: str, backend_names: str | None, filter_expr: str | Non
     cases = select_cases([loaded], filter_expr)
     if not cases:
         raise InputError(f"no case matches -k {filter_expr!r}" if filter_expr else "the suite holds no case")
-    selected = [n.strip() for n in backend_names.split(",")] if backend_names else None
+    selected = split_names(backend_names)
     backends = resolve_backends(cases, selected, {})
     device = preferred_device()
     path = baseline_path(device_key(device), loaded.name, Path(root))
@@ -121,9 +122,7 @@ def diff_command(before: str, after: str | None, tolerance: float, root: str) ->
             )
         (suite,) = load_suites(suites)
         device = results.get("environment", {}).get("device", {})
-        # The device the results were measured on, not the one diffing them.
-        cpu = "cpu-" + slug(str(device.get("machine") or device.get("name", "")))
-        key = slug(device["name"]) if device.get("kind") == "cuda" else cpu
+        key = device_key_from_facts(device)  # the machine that measured, not the one diffing
         before, after = str(baseline_path(key, suite.name, Path(root))), before
     tables = [_latency_of(Path(p)) for p in (before, after)]
     changes = compare_tables(tables[0], tables[1], tolerance)

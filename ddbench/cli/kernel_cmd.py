@@ -39,18 +39,7 @@ def kernel_check_command(archs: tuple[str, ...], json_path: str | None) -> None:
         for problem in r.problems:
             stdout.print(f"[bold red]{r.arch} FAIL[/] {problem}")
     if json_path:
-        document = [
-            {
-                "arch": r.arch,
-                "ok": r.ok,
-                "problems": r.problems,
-                "kernels": [vars(k) for k in r.kernels],
-                "sass": dict(r.sass.opcodes) if r.sass else None,
-                "sass_unavailable": r.sass_unavailable,
-            }
-            for r in reports
-        ]
-        write_json_atomic(json_path, document)
+        write_json_atomic(json_path, [r.to_json() for r in reports])
     if not all(r.ok for r in reports):
         raise click.exceptions.Exit(1)
     stdout.print("kernel-check: ok")

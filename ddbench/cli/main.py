@@ -6,12 +6,11 @@ Exit codes: 0 all judged pairs pass, 1 a parity failure (or a backend error), 2 
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
-import torch
 
+from ddbench.backends.interpreter_fix import use_interpreter_without_gpu
 from ddbench.cli.baseline_cmd import baseline_group
 from ddbench.cli.capture_cmd import capture_group, capture_info_command
 from ddbench.cli.env_cmd import env_command
@@ -63,7 +62,5 @@ cli.add_command(selftest_command)
 
 
 def main() -> None:
-    if not torch.cuda.is_available():
-        # Triton reads this when it first decorates a kernel: set it before any backend module imports Triton.
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    use_interpreter_without_gpu()
     sys.exit(cli.main(prog_name="ddbench", standalone_mode=True))

@@ -9,6 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ddbench.atomic import write_atomic
 from ddbench.backends import preferred_device
+from ddbench.backends.registry import split_names
 from ddbench.baselines.device import device_key
 from ddbench.baselines.lookup import BaselineSet
 from ddbench.cli.common import (
@@ -26,8 +27,8 @@ from ddbench.metrics import ERROR, FAIL, SKIPPED
 from ddbench.report.document import results_document
 from ddbench.report.junit import write_junit
 from ddbench.report.markdown_summary import summary_markdown
-from ddbench.report.outputs import save_outputs
 from ddbench.report.results_file import ResultsFile
+from ddbench.report.saved_outputs import save_outputs
 from ddbench.report.table import latency_table, results_table, skipped_summary
 from ddbench.runner import CaseResult, backends_for, run_case
 from ddbench.runner.budgets import budget_for
@@ -35,10 +36,6 @@ from ddbench.suite.select import select_shard
 from ddbench.timing.settings import MODES
 
 EXIT_PARITY_FAILURE = 1
-
-
-def _split(value: str | None) -> list[str] | None:
-    return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
 
 def _progress() -> Progress:
@@ -118,7 +115,7 @@ def run_command(
     cases = select_shard(select_cases(loaded, filter_expr), shard)
     if not cases:
         raise InputError(f"no case matches -k {filter_expr!r}" if filter_expr else "the suites hold no case")
-    selected = _split(backend_names)
+    selected = split_names(backend_names)
     plugins = plugin_backends(backend_specs)
     cases = judged_as(cases, plugins, as_backend)
     backends = resolve_backends(cases, selected, plugins)

@@ -18,6 +18,7 @@ from ddbench.explain.attention import (
     AttentionPlan,
     Prediction,
     RequestPlan,
+    correct_plan,
     evaluate,
     read_draft_mask,
 )
@@ -334,8 +335,6 @@ def find_hypothesis(name: str) -> Hypothesis:
 
 def mistaken_output(inputs: VerifyInputs, hypothesis: str, context: Context | None = None) -> Prediction:
     """The output under `hypothesis`'s first variant (what its reference mutant writes)."""
-    from ddbench.explain.attention import correct_plan
-
     if context is None:
         plan = correct_plan(inputs)
         context = Context(inputs, plan, evaluate(plan))

@@ -22,9 +22,8 @@ from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.backends.protocol import Availability, Backend
 from ddbench.explain.hypotheses import HYPOTHESES, SCALE_192, SCALE_576, mistaken_output
 from ddbench.inputs.layout import VerifyInputs
-from ddbench.kernel.launch import PreparedLaunch
+from ddbench.kernel.launch import PreparedLaunch, launch_for
 from ddbench.kernel.marshal import MASK_WORD_BITS, KernelInputs, marshal
-from ddbench.kernel.plan import DEFAULT_SM_COUNT, plan_launch
 from ddbench.suite.presets import HEAD_DIM_V
 
 REFERENCE_PREFIX, EMU_PREFIX = "mutant:", "mutant-emu:"
@@ -69,24 +68,13 @@ class EmuMutant(CudaEmuBackend):
         k = marshal(inputs)
         if self.kernel_edit is not None:
             k = self.kernel_edit(inputs, k)
-        return _launch(k, inputs.o_extend, self.num_splits)
+        return launch_for(k, inputs.o_extend, num_splits=self.num_splits)
 
     def run(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> torch.Tensor:
         out = super().run(inputs, lse)
         if self.output_edit is not None:
             out.copy_(self.output_edit(out.clone()))
         return out
-
-
-def _launch(k: KernelInputs, out: torch.Tensor, num_splits: int | None) -> PreparedLaunch:
-    """`ddbench.kernel.launch.prepare_launch` for already-marshaled (here: mis-marshaled) inputs."""
-    plan = plan_launch(k.batch_size, k.heads, k.max_q_len, k.kv_slots.numel(), DEFAULT_SM_COUNT, num_splits)
-    rows = k.q.shape[0] * k.heads
-    ws_o = ws_lse = None
-    if plan.num_splits > 1:
-        ws_o = torch.empty(plan.num_splits, rows, HEAD_DIM_V, dtype=torch.float32, device=out.device)
-        ws_lse = torch.empty(plan.num_splits, rows, dtype=torch.float32, device=out.device)
-    return PreparedLaunch(k, plan, out, ws_o, ws_lse)
 
 
 # --- the mutated adapters -----------------------------------------------------------------------------------

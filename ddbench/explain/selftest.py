@@ -94,10 +94,6 @@ class MutantReport:
         return [o.case for o in self.outcomes if o.visible and not o.caught]
 
     @property
-    def misdiagnosed(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.caught and not o.diagnosed]
-
-    @property
     def ok(self) -> bool:
         if self.hypothesis is None:  # a control: never caught, always within noise of the reference
             return self.caught == 0 and all(o.verdict == MATCHES_REFERENCE for o in self.outcomes)

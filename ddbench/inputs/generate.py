@@ -52,7 +52,7 @@ def generate_inputs(case: Case, device: torch.device | str = "cpu") -> VerifyInp
     heads, q_len, bs = case.heads_per_rank, case.q_len, case.batch_size
     prefixes = list(case.prefix_lens)
     trees = request_trees(case)
-    total_q = bs * q_len
+    total_q = case.total_q
 
     slots, pool_rows = scatter_slots([p + q_len for p in prefixes], case.page_size, g)
     prefix_slots = [s[:p] for s, p in zip(slots, prefixes, strict=True)]

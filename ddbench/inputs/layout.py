@@ -29,6 +29,10 @@ TENSOR_FIELDS = (
 )
 
 
+# What a backend reads and must leave as it found it (v_buffer is a view of k_buffer; o_extend is the output).
+READ_ONLY_FIELDS = tuple(name for name in TENSOR_FIELDS if name not in ("o_extend", "v_buffer"))
+
+
 def poison_(tensor: torch.Tensor) -> torch.Tensor:
     """Fill with the poison NaN in place (bit-exact, so unwritten elements can be counted)."""
     tensor.view(_INT_VIEW[tensor.dtype]).fill_(_signed(POISON_BITS[tensor.dtype], tensor.dtype))

@@ -41,10 +41,6 @@ class KernelBuildError(RuntimeError):
         super().__init__(message)
 
 
-def find_repo_root() -> Path:
-    return REPO_ROOT
-
-
 def find_kernels_dir() -> Path:
     """``<repo>/kernels``: ``include/ddk/primitives.h``, the emulation runtime in ``emu/``, kernel sources."""
     return REPO_ROOT / "kernels"

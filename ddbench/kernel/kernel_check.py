@@ -43,6 +43,16 @@ class ArchReport:
     def ok(self) -> bool:
         return not self.problems
 
+    def to_json(self) -> dict[str, object]:
+        return {
+            "arch": self.arch,
+            "ok": self.ok,
+            "problems": self.problems,
+            "kernels": [vars(k) for k in self.kernels],
+            "sass": dict(self.sass.opcodes) if self.sass else None,
+            "sass_unavailable": self.sass_unavailable,
+        }
+
 
 def find_cuobjdump() -> tuple[list[str] | None, dict[str, str], str | None]:
     """cuobjdump (and the nvdisasm it calls) from PATH or the nvidia-cuda-cuobjdump/-nvdisasm wheels."""

@@ -31,11 +31,17 @@ class PreparedLaunch:
 def prepare_launch(
     inputs: VerifyInputs, sm_count: int = DEFAULT_SM_COUNT, num_splits: int | None = None
 ) -> PreparedLaunch:
-    k = marshal(inputs)
+    return launch_for(marshal(inputs), inputs.o_extend, sm_count, num_splits)
+
+
+def launch_for(
+    k: KernelInputs, out: torch.Tensor, sm_count: int = DEFAULT_SM_COUNT, num_splits: int | None = None
+) -> PreparedLaunch:
+    """The plan and workspace for already-marshaled inputs (the self-test's mutants marshal their own)."""
     plan = plan_launch(k.batch_size, k.heads, k.max_q_len, k.kv_slots.numel(), sm_count, num_splits)
     rows = k.q.shape[0] * k.heads
     ws_o = ws_lse = None
     if plan.num_splits > 1:
-        ws_o = torch.empty(plan.num_splits, rows, HEAD_DIM_V, dtype=torch.float32, device=inputs.device)
-        ws_lse = torch.empty(plan.num_splits, rows, dtype=torch.float32, device=inputs.device)
-    return PreparedLaunch(k, plan, inputs.o_extend, ws_o, ws_lse)
+        ws_o = torch.empty(plan.num_splits, rows, HEAD_DIM_V, dtype=torch.float32, device=out.device)
+        ws_lse = torch.empty(plan.num_splits, rows, dtype=torch.float32, device=out.device)
+    return PreparedLaunch(k, plan, out, ws_o, ws_lse)

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
+from ddbench.metrics.verdict import FAIL, PASS
 from ddbench.suite.budget import Budget
 from ddbench.timing.stats import LatencyStats, RatioStats
 
-PASS, FAIL, NO_BASELINE, NOT_JUDGED = "pass", "fail", "no-baseline", "not-judged"
+NO_BASELINE, NOT_JUDGED = "no-baseline", "not-judged"  # besides the parity verdicts' PASS and FAIL
 
 
 @dataclass(frozen=True)

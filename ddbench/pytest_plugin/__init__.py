@@ -23,7 +23,6 @@ pytest-benchmark disables timing itself (parity still runs).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -61,16 +60,16 @@ def pytest_configure(config: pytest.Config) -> None:
     suites = config.getoption("ddbench_suite", default=None)
     if not suites:
         return
-    import torch
+    from ddbench.backends.interpreter_fix import use_interpreter_without_gpu
 
-    if not torch.cuda.is_available():
-        os.environ.setdefault("TRITON_INTERPRET", "1")  # before any backend imports Triton, as the CLI does
+    use_interpreter_without_gpu()  # before any backend imports Triton, as the CLI does
+    from ddbench.backends.registry import split_names
     from ddbench.errors import DdbenchError
     from ddbench.pytest_plugin.bench import SuiteBench
     from ddbench.suite import load_suite
 
     option = config.getoption("ddbench_backends")
-    backends = [b.strip() for b in option.split(",") if b.strip()] if option else None
+    backends = split_names(option)
     try:
         cases = [case for path in suites for case in load_suite(path).cases]
         bench = SuiteBench(

@@ -14,13 +14,9 @@ from ddbench.runner.results import CaseResult
 TOP_HYPOTHESES = 5
 
 
-def _cell(text: object) -> str:
-    return escape_cell(text)
-
-
 def diagnosis_section(diagnosis: Mapping[str, Any], heading: str, level: int = 3) -> str:
     """One diagnosis: its one-line summary, the top of the ranking, where the error is."""
-    lines = [f"{'#' * level} {heading}", "", f"**{_cell(diagnosis['summary'])}**", ""]
+    lines = [f"{'#' * level} {heading}", "", f"**{escape_cell(diagnosis['summary'])}**", ""]
     ref = diagnosis["reference"]
     lines += [
         "| # | hypothesis | variant | rel L2 | max row ULP | mean row ULP | NaN rows off |",
@@ -31,7 +27,7 @@ def diagnosis_section(diagnosis: Mapping[str, Any], heading: str, level: int = 3
     distinct = [e for e in diagnosis["ranking"] if e["distinct"]]
     for i, e in enumerate(distinct[:TOP_HYPOTHESES]):
         lines.append(
-            f"| {i + 1} | {_cell(e['title'])} (`{e['hypothesis']}`) | {_cell(e['variant'])} | "
+            f"| {i + 1} | {escape_cell(e['title'])} (`{e['hypothesis']}`) | {escape_cell(e['variant'])} | "
             f"{e['rel_l2']:.3g} | {e['max_row_ulp']:.3g} | {e['mean_row_ulp']:.3g} | "
             f"{e['nan_mismatch']:.0%} |"
         )
@@ -43,7 +39,7 @@ def diagnosis_section(diagnosis: Mapping[str, Any], heading: str, level: int = 3
         ]
     findings = diagnosis.get("error_map", {}).get("findings", [])
     if findings:
-        lines += ["", "Where the error is:", ""] + [f"- {_cell(f)}" for f in findings]
+        lines += ["", "Where the error is:", ""] + [f"- {escape_cell(f)}" for f in findings]
     return "\n".join(lines) + "\n"
 
 
@@ -71,7 +67,7 @@ def diagnosis_markdown(results: Sequence[CaseResult] | Mapping[str, Any]) -> str
         if "summary" in diagnosis:
             sections.append(diagnosis_section(diagnosis, heading, level=4))
         else:
-            sections.append(f"#### {heading}\n\n{_cell(diagnosis.get('error', 'no diagnosis'))}\n")
+            sections.append(f"#### {heading}\n\n{escape_cell(diagnosis.get('error', 'no diagnosis'))}\n")
     return "### Diagnoses\n\n" + "\n".join(sections) if sections else ""
 
 
@@ -96,5 +92,5 @@ def selftest_markdown(report: Mapping[str, Any]) -> str:
             f"| `{m['name']}`{status} | {m['caught']}/{m['cases']} | {diagnosed} | {invisible} | {holes} |"
         )
     if report.get("notes"):
-        lines += [""] + [f"- {_cell(n)}" for n in report["notes"]]
+        lines += [""] + [f"- {escape_cell(n)}" for n in report["notes"]]
     return "\n".join(lines) + "\n"

@@ -1,20 +1,34 @@
-"""Reading back the outputs `ddbench run --save-outputs DIR` saved: one safetensors file per case ID."""
+"""What `ddbench run --save-outputs DIR` saves, one safetensors file per case ID: written and read back."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save
 
+from ddbench.atomic import write_atomic
 from ddbench.errors import InputError
 from ddbench.report.ulp_distributions import Histogram, empty_histograms, judged_pairs, pair_label
+from ddbench.runner.results import CaseResult
 
 
 def saved_outputs_path(directory: str | Path, case_id: str) -> Path:
     return Path(directory) / f"{case_id}.safetensors"
+
+
+def save_outputs(directory: str | Path, result: CaseResult) -> Path | None:
+    tensors = {
+        name: run.output.contiguous().cpu() for name, run in result.runs.items() if run.output is not None
+    }
+    if not tensors:
+        return None
+    path = saved_outputs_path(directory, result.case.id)
+    write_atomic(path, save(tensors, metadata={"case": json.dumps(result.case.to_json())}))
+    return path
 
 
 def load_saved_outputs(directory: str | Path, case_id: str) -> dict[str, torch.Tensor] | None:

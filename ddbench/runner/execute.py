@@ -11,7 +11,7 @@ from ddbench.backends.protocol import Backend
 from ddbench.errors import InputError
 from ddbench.explain.attach import diagnose_failures
 from ddbench.inputs import check_inputs, generate_inputs
-from ddbench.inputs.layout import VerifyInputs
+from ddbench.inputs.layout import READ_ONLY_FIELDS, VerifyInputs
 from ddbench.metrics import ERROR, PASS, SKIPPED, Verdict, judge, parity_figures
 from ddbench.runner.results import BackendRun, CaseResult, PairResult
 from ddbench.runner.timing import time_case
@@ -31,25 +31,11 @@ def backends_for(case: Case, selected: list[str] | None, extra: list[str]) -> li
     return list(dict.fromkeys([*names, *extra]))
 
 
-_READ_ONLY = (
-    "q_extend",
-    "k_extend",
-    "v_extend",
-    "k_buffer",
-    "qo_indptr",
-    "kv_indptr",
-    "kv_indices",
-    "out_cache_loc",
-    "custom_mask",
-    "mask_indptr",
-)
-
-
 def input_fingerprints(inputs: VerifyInputs) -> dict[str, int]:
     """A sum of each read-only tensor's bit patterns: a backend that writes its inputs would corrupt every
     backend after it, so such a write is that backend's error."""
     out = {}
-    for name in _READ_ONLY:
+    for name in READ_ONLY_FIELDS:
         t = getattr(inputs, name)
         bits = (
             t.view(torch.uint8)

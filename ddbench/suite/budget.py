@@ -7,8 +7,6 @@ from typing import Any
 
 from ddbench.timing.settings import TimingSettings
 
-MISSING_BASELINE = ("warn", "fail")
-
 
 @dataclass(frozen=True)
 class RatioLimit:
