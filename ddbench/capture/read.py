@@ -26,7 +26,8 @@ from ddbench.capture.format import (
 )
 from ddbench.capture.mask_tree import trees_from_custom_mask
 from ddbench.errors import InputError
-from ddbench.inputs import VerifyInputs, check_inputs, poison_
+from ddbench.inputs.check import check_inputs
+from ddbench.inputs.layout import VerifyInputs, poison_
 from ddbench.suite.presets import HEAD_DIM_V
 
 _MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit: a larger length means the bytes are not safetensors

@@ -119,7 +119,9 @@ def _indptr(lengths: list[int], dtype: torch.dtype) -> torch.Tensor:
 
 
 def _replayed(case: Case, device: torch.device | str) -> VerifyInputs:
-    from ddbench.capture import read_capture  # it imports ddbench.inputs: resolved at call time
+    # ddbench.capture.read builds VerifyInputs from this package: importing it at module level is a cycle.
+    from ddbench.capture.read import read_capture
+
 
     actual = hashlib.sha256(Path(case.capture.path).read_bytes()).hexdigest()
     if actual != case.capture.sha256:

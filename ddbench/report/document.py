@@ -7,8 +7,10 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from ddbench.report.results_file import FORMAT, FORMAT_VERSION
 from ddbench.runner.results import CaseResult
+
+FORMAT = "ddbench-results"
+FORMAT_VERSION = 1
 
 
 def summary_of(cases: Iterable[dict[str, Any]]) -> dict[str, int]:

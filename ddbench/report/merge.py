@@ -12,8 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddbench.errors import InputError
-from ddbench.report.document import summary_of
-from ddbench.report.results_file import FORMAT, FORMAT_VERSION
+from ddbench.report.document import FORMAT, FORMAT_VERSION, summary_of
 
 
 def _shards_of(file: str, document: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from ddbench.errors import InputError, SuiteInvalid
-from ddbench.suite.captures import CaptureInfo, CaptureLoader, file_loader
+from ddbench.suite.captures import CaptureInfo, CaptureLoader
 from ddbench.suite.expand import RawCase, expand_document
 from ddbench.suite.ids import workload_hash
-from ddbench.suite.model import Suite
+from ddbench.suite.model import CaptureRef, Suite
 from ddbench.suite.resolve import resolve_capture_case, resolve_case
 from ddbench.suite.schema import schema_errors
 
@@ -94,3 +95,35 @@ def _resolved(raws: list[RawCase], suite: str, file: str, captures: CaptureLoade
 def load_suite(path: str | Path) -> Suite:
     path = Path(path)
     return parse_suite(read_json(path), str(path), file_loader(path.parent))
+
+
+def file_loader(base: Path) -> CaptureLoader:
+    """Read captures named relative to `base` (the suite file's folder); a folder means all of its files."""
+    cache: dict[Path, CaptureInfo] = {}
+
+    def load(name: str) -> list[CaptureInfo]:
+        # ddbench.capture reads tensors with ddbench.inputs, which uses suite.presets: import at call time.
+        from ddbench.capture.read import read_capture
+        from ddbench.capture.summary import capture_files
+
+        out = []
+        for path in capture_files([base / name]):
+            if path not in cache:
+                capture = read_capture(path)
+                x = capture.inputs
+                cache[path] = CaptureInfo(
+                    ref=CaptureRef(str(path), hashlib.sha256(path.read_bytes()).hexdigest()),
+                    stem=path.name.removesuffix(".safetensors"),
+                    model=capture.metadata.get("model"),
+                    heads=x.num_heads,
+                    sm_scale=x.sm_scale,
+                    batch_size=x.batch_size,
+                    prefix_lens=tuple(x.prefix_lens),
+                    q_len=max(x.q_lens),
+                    page_size=x.page_size,
+                    parents=tuple(x.trees[0].parents) if x.trees else None,
+                )
+            out.append(cache[path])
+        return out
+
+    return load
