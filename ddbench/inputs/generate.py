@@ -122,7 +122,6 @@ def _replayed(case: Case, device: torch.device | str) -> VerifyInputs:
     # ddbench.capture.read builds VerifyInputs from this package: importing it at module level is a cycle.
     from ddbench.capture.read import read_capture
 
-
     actual = hashlib.sha256(Path(case.capture.path).read_bytes()).hexdigest()
     if actual != case.capture.sha256:
         raise InputError(
