@@ -28,3 +28,24 @@ def smoke_case(cases, label: str):
     found = [c for c in cases if c.id.startswith(label)]
     assert len(found) == 1, f"smoke.json should hold exactly one case {label}*, found {[c.id for c in found]}"
     return found[0]
+
+
+def one_case(**fields):
+    """A single Kimi TP8 case (prefix 21, DDTree budget 8) with `fields` overridden."""
+    from ddbench.suite import parse_suite
+
+    entry = {"model": "kimi-k2.6", "layout": {"tp": 8}, "prefix": 21, "tree": {"kind": "ddtree", "budget": 8}}
+    entry.update(fields)
+    return parse_suite({"name": "t", "cases": [entry]}, "test").cases[0]
+
+
+def ancestors(parents: tuple[int, ...]) -> torch.Tensor:
+    """[i, j] iff j is i or one of its ancestors, by walking each parent chain (not Tree.ancestor_mask)."""
+    n = len(parents)
+    vis = torch.zeros(n, n, dtype=torch.bool)
+    for i in range(n):
+        j = i
+        while j != -1:
+            vis[i, j] = True
+            j = parents[j]
+    return vis

@@ -7,12 +7,11 @@ import dataclasses
 
 import pytest
 import torch
-from conftest import smoke_case
+from conftest import ancestors, one_case, smoke_case
 
 from ddbench.errors import InputError
 from ddbench.inputs import check_inputs, generate_inputs, poisoned_mask
 from ddbench.inputs.layout import TENSOR_FIELDS, VerifyInputs
-from ddbench.suite import Case, parse_suite
 
 # Labels (prefix of the case ID) of smoke cases covering: a DDTree, prefix 0, q_len 1, a ragged batch,
 # a sampled prefix range, DeepSeek's 16 local heads, DP-attention's 64, and a paged pool.
@@ -27,24 +26,6 @@ LAYOUT_CASES = [
     "dpattn.",
     "paged.",
 ]
-
-
-def one_case(**fields) -> Case:
-    entry = {"model": "kimi-k2.6", "layout": {"tp": 8}, "prefix": 21, "tree": {"kind": "ddtree", "budget": 8}}
-    entry.update(fields)
-    return parse_suite({"name": "t", "cases": [entry]}, "test").cases[0]
-
-
-def ancestors(parents: tuple[int, ...]) -> torch.Tensor:
-    """[i, j] iff j is i or one of its ancestors, by walking each parent chain (not Tree.ancestor_mask)."""
-    n = len(parents)
-    vis = torch.zeros(n, n, dtype=torch.bool)
-    for i in range(n):
-        j = i
-        while j != -1:
-            vis[i, j] = True
-            j = parents[j]
-    return vis
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:

@@ -12,14 +12,13 @@ import dataclasses
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import smoke_case
+from conftest import ancestors, one_case, smoke_case
 
 from ddbench.backends import get_backend
 from ddbench.backends.reference import ReferenceBackend
 from ddbench.inputs import generate_inputs
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.metrics import FAIL, PASS, judge, parity_figures
-from ddbench.suite import Case, parse_suite
 
 CASES = [
     "trees.kimi-k2.6-tp8-h8-bs1-p21-ddtree-b8",
@@ -31,23 +30,6 @@ CASES = [
     "dsv3.",
     "paged.",
 ]
-
-
-def one_case(**fields) -> Case:
-    entry = {"model": "kimi-k2.6", "layout": {"tp": 8}, "prefix": 21, "tree": {"kind": "ddtree", "budget": 8}}
-    entry.update(fields)
-    return parse_suite({"name": "t", "cases": [entry]}, "test").cases[0]
-
-
-def ancestor_visibility(parents: tuple[int, ...]) -> torch.Tensor:
-    n = len(parents)
-    vis = torch.zeros(n, n, dtype=torch.bool)
-    for i in range(n):
-        j = i
-        while j != -1:
-            vis[i, j] = True
-            j = parents[j]
-    return vis
 
 
 def dense_attention(x: VerifyInputs) -> torch.Tensor:
@@ -62,7 +44,7 @@ def dense_attention(x: VerifyInputs) -> torch.Tensor:
         keys = x.k_buffer[slots, 0].double()  # (prefix + q_len, 576)
         values = keys[:, :512]
         visible = torch.ones(q_len, prefix + q_len, dtype=torch.bool)
-        visible[:, prefix:] = ancestor_visibility(tree.parents)
+        visible[:, prefix:] = ancestors(tree.parents)
         q = x.q_extend[q_start : q_start + q_len].double()  # (q_len, H, 576)
         s = x.sm_scale * (q @ keys.T)  # (q_len, H, n)
         s = s.masked_fill(~visible[:, None, :], float("-inf"))
