@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,3 +52,45 @@ def _fsync_directory(directory: Path) -> None:
 
 def write_json_atomic(path: str | Path, document: Any) -> None:
     write_atomic(path, json.dumps(document, indent=2, sort_keys=False) + "\n")
+
+
+def check_writable(
+    path: str | Path, option: str, *, inputs: Sequence[str | Path] = (), directory: bool = False
+) -> None:
+    """Before a run: `path` can be created or replaced (a folder, for `directory`), and is none of `inputs`.
+
+    Tries for real (a temporary file in the target folder), since permission bits lie for root and for
+    read-only mounts. Raises InputError naming the option: exit 2 before any work, not a traceback after it.
+    """
+    from ddbench.errors import InputError
+
+    target = Path(path)
+    if any(_same_file(target, Path(other)) for other in inputs):
+        raise InputError(f"{target} is also an input of this run; it would be overwritten", path=option)
+    if directory:
+        folder = target
+        if folder.exists() and not folder.is_dir():
+            raise InputError(f"{target} exists and is not a folder", path=option)
+    else:
+        if target.is_dir():
+            raise InputError(f"{target} is a folder, not a file", path=option)
+        folder = target.parent
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InputError(f"cannot create {folder}: {existing} is not a folder", path=option)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".ddbench-write-check.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as err:
+        raise InputError(f"cannot write in {folder}: {err.strerror or err}", path=option) from None
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from ddbench.cli.main import cli
 from ddbench.errors import InputError
-from ddbench.report.merge import merge_results
-from ddbench.report.results_schema import results_problems
+from ddbench.results.merge import merge_results
+from ddbench.results.schema import results_problems
 
 SUITE = {
     "name": "shards",

@@ -23,13 +23,13 @@ from ddbench.backends.reference import ReferenceBackend
 from ddbench.cli.main import cli
 from ddbench.errors import InputError
 from ddbench.report.bandwidth import bytes_read, floor_us, known_bandwidth
-from ddbench.report.document import results_document
+from ddbench.results.document import results_document
 from ddbench.report.latency_series import latency_groups
 from ddbench.report.markdown_summary import summary_markdown
 from ddbench.report.plot_report import bandwidth_floor
-from ddbench.report.read_results import read_results
-from ddbench.report.results_file import ResultsFile
-from ddbench.report.results_schema import results_problems, results_schema
+from ddbench.results.read import read_results
+from ddbench.results.results_file import ResultsFile
+from ddbench.results.schema import results_problems, results_schema
 from ddbench.report.ulp_distributions import Histogram, figure_distributions
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -28,6 +28,22 @@ BUILTINS: dict[str, Callable[[], Backend]] = {
 }
 
 
+# Families of backends named `<prefix><name>` that a higher layer provides (the self-test's mutants register
+# themselves from ddbench/explain): the registry stays below whoever extends it.
+_FAMILIES: dict[str, Callable[[str], Backend]] = {}
+
+
+def register_family(prefix: str, factory: Callable[[str], Backend]) -> None:
+    """`factory(full_name)` builds the backend, or raises KeyError with a message naming the known ones."""
+    _FAMILIES[prefix] = factory
+
+
+def is_plugin_spec(arg: str) -> bool:
+    """`package.module:attr` names a plug-in to import; `mutant:mask-stride` is a registered family's name."""
+    module, _, attr = arg.partition(":")
+    return bool(module and attr) and not any(arg.startswith(prefix) for prefix in _FAMILIES)
+
+
 def _instantiate(obj: object, origin: str) -> Backend:
     """Accept a backend instance, a class, or a zero-argument factory."""
     candidate = obj() if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "run")) else obj
@@ -76,15 +92,15 @@ def get_backend(name: str) -> Backend:
         except Exception as err:
             raise BackendUnavailable(f"backend {name} (entry point): {type(err).__name__}: {err}") from None
         return _instantiate(obj, f"entry point {name}")
-    if name.startswith(("mutant:", "mutant-emu:")):  # the self-test's deliberately wrong backends
-        from ddbench.explain.mutants import get_mutant
-
-        try:
-            return get_mutant(name)
-        except KeyError as err:
-            raise InputError(err.args[0], path="--backends") from None
+    for prefix, factory in _FAMILIES.items():
+        if name.startswith(prefix):
+            try:
+                return factory(name)
+            except KeyError as err:
+                raise InputError(err.args[0], path="--backends") from None
     raise InputError(
-        f"unknown backend {name!r}; known: {', '.join(known_backend_names())} (and mutant:<hypothesis>)",
+        f"unknown backend {name!r}; known: {', '.join(known_backend_names())} "
+        + "".join(f" (and {prefix}<name>)" for prefix in _FAMILIES),
         path="--backends",
     )
 

@@ -6,7 +6,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ddbench.metrics import PASS, SKIPPED
-from ddbench.runner.results import CaseResult
+from ddbench.results.case_result import CaseResult
 from ddbench.suite.ids import workload_hash
 
 KERNEL_BACKENDS = ("cuda", "cuda-emu")

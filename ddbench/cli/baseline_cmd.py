@@ -8,18 +8,19 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from ddbench.atomic import check_writable
 from ddbench.backends import preferred_device
 from ddbench.backends.registry import split_names
 from ddbench.baselines.compare import compare_tables, latency_table_of
 from ddbench.baselines.device import device_key, device_key_from_facts
 from ddbench.baselines.entries import baseline_entries, refusal_reasons
 from ddbench.baselines.store import DEFAULT_ROOT, BaselineFile, baseline_path, load_baseline, save_baseline
-from ddbench.cli.common import load_suites, resolve_backends, select_cases, stderr, stdout
+from ddbench.cli.common import load_suites, stderr, stdout
+from ddbench.cli.progress import ProgressSink
 from ddbench.environment import environment
 from ddbench.errors import InputError
 from ddbench.kernel.cuda_build import kernel_sources_hash
-from ddbench.runner import backends_for, run_case
-from ddbench.runner.budgets import budget_for
+from ddbench.runner import Session, SessionOptions
 from ddbench.suite.load import read_json
 from ddbench.timing.stats import LatencyStats
 
@@ -34,36 +35,68 @@ def baseline_group() -> None:
 @baseline_group.command("update")
 @click.argument("suite")
 @click.option("--backends", "backend_names", help="Comma-separated backends to run and time.")
+@click.option(
+    "--backend", "backend_specs", multiple=True, metavar="MODULE:ATTR", help="Add your own backend."
+)
+@click.option("--as", "as_backend", metavar="BACKEND", help="Judge the plug-ins with this backend's bounds.")
 @click.option("-k", "filter_expr", help="Only the cases matching this filter.")
 @click.option("--root", type=click.Path(file_okay=False), default=str(DEFAULT_ROOT), show_default=True)
-def update_command(suite: str, backend_names: str | None, filter_expr: str | None, root: str) -> None:
-    """Time the suite and store the result — only if every case passed parity and was timed quietly."""
-    (loaded,) = load_suites([suite])
-    cases = select_cases([loaded], filter_expr)
-    if not cases:
-        raise InputError(f"no case matches -k {filter_expr!r}" if filter_expr else "the suite holds no case")
+@click.option(
+    "--strict", is_flag=True, help="Refuse the whole update if any case was too noisy (default: skip it)."
+)
+def update_command(
+    suite: str,
+    backend_names: str | None,
+    backend_specs: tuple[str, ...],
+    as_backend: str | None,
+    filter_expr: str | None,
+    root: str,
+    strict: bool,
+) -> None:
+    """Time the suite and store the result — only cases whose parity passed and whose timing was quiet.
+
+    A parity failure anywhere refuses the whole update (the kernel is wrong); a noisy case is left out
+    (its old entry kept) unless --strict."""
+    check_writable(root, "--root", directory=True)
     selected = split_names(backend_names)
-    backends = resolve_backends(cases, selected, {})
-    device = preferred_device()
-    path = baseline_path(device_key(device), loaded.name, Path(root))
-    current = load_baseline(path) or BaselineFile(device_key(device), loaded.name)
+    session = Session(
+        SessionOptions(
+            suites=(suite,),
+            filter_expr=filter_expr,
+            backends=tuple(selected) if selected is not None else None,
+            plugins=backend_specs,
+            judge_as=as_backend,
+            timing=True,
+        )
+    )
+    (loaded,) = session.suites
+    path = baseline_path(device_key(session.device), loaded.name, Path(root))
     env, kernel_hash = environment(), kernel_sources_hash()
-    new_entries, refusals = {}, []
-    for i, case in enumerate(cases, 1):
-        needed = {n: backends[n] for n in backends_for(case, selected, [])}
-        result = run_case(case, needed, device, budget_for(case, True))
-        stderr.print(f"[{i}/{len(cases)}] {result.status} {case.id}", highlight=False)
-        if reasons := refusal_reasons(result):
-            refusals += [f"{case.id}: {r}" for r in reasons]
+    with ProgressSink(stderr, len(session.cases)) as progress:
+        outcome = session.run([progress])
+    new_entries, blocking, noisy = {}, [], []
+    for result in outcome.results:
+        reasons = refusal_reasons(result)
+        noise_only = reasons and all(" noise " in r for r in reasons)
+        if not reasons:
+            new_entries[result.case.id] = baseline_entries(result, env, kernel_hash)
+        elif noise_only and not strict:
+            noisy += [f"{result.case.id}: {r}" for r in reasons]
         else:
-            new_entries[case.id] = baseline_entries(result, env, kernel_hash)
-    if refusals:
-        for line in refusals:
+            blocking += [f"{result.case.id}: {r}" for r in reasons]
+    for line in noisy:
+        stderr.print(f"left out (old entry kept): {escape(line)}", highlight=False)
+    if blocking:
+        for line in blocking:
             stderr.print(f"refused: {escape(line)}", highlight=False)
         stderr.print(
-            f"baseline not updated: {len(refusals)} problem(s); {path} is unchanged", highlight=False
+            f"baseline not updated: {len(blocking)} problem(s); {path} is unchanged", highlight=False
         )
         raise click.exceptions.Exit(EXIT_REFUSED)
+    if not new_entries:
+        stderr.print(f"baseline not updated: no case was quiet enough; {path} is unchanged", highlight=False)
+        raise click.exceptions.Exit(EXIT_REFUSED)
+    current = load_baseline(path) or BaselineFile(device_key(session.device), loaded.name)
     before = latency_table_of(current.to_json(), str(path))
     for case_id, entries in new_entries.items():
         current.entries.setdefault(case_id, {}).update(entries)

@@ -6,8 +6,8 @@ import click
 
 from ddbench.atomic import write_json_atomic
 from ddbench.cli.common import stdout
-from ddbench.report.merge import merge_results
-from ddbench.report.read_results import read_results
+from ddbench.results.merge import merge_results
+from ddbench.results.read import read_results
 
 
 @click.command("merge")
@@ -19,6 +19,8 @@ def merge_command(inputs: tuple[str, ...], out_path: str) -> None:
     write_json_atomic(out_path, merged)
     counts = ", ".join(f"{n} {status}" for status, n in merged["summary"].items())
     state = "complete" if merged["complete"] else "incomplete"
+    if merged["missing_shards"]:
+        state += f": shards {', '.join(merged['missing_shards'])} missing"
     cases = len(merged["cases"])
     stdout.print(
         f"merged {len(inputs)} files, {cases} cases ({counts or 'none'}; {state}) into {out_path}",

@@ -10,7 +10,7 @@ from ddbench.atomic import write_atomic
 from ddbench.cli.common import stderr
 from ddbench.errors import InputError
 from ddbench.report.markdown_summary import summary_markdown
-from ddbench.report.read_results import read_results
+from ddbench.results.read import read_results
 
 
 def default_out_dir(results: str) -> Path:

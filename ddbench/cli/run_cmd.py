@@ -2,52 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ddbench.atomic import write_atomic
-from ddbench.backends import preferred_device
 from ddbench.backends.registry import split_names
-from ddbench.baselines.device import device_key
-from ddbench.baselines.lookup import BaselineSet
-from ddbench.cli.common import (
-    judged_as,
-    load_suites,
-    plugin_backends,
-    resolve_backends,
-    select_cases,
-    stderr,
-    stdout,
-)
+from ddbench.cli.common import stderr
+from ddbench.cli.outcome import print_outcome
+from ddbench.cli.progress import ProgressSink
 from ddbench.environment import environment
-from ddbench.errors import InputError
-from ddbench.metrics import ERROR, FAIL, SKIPPED
-from ddbench.report.document import results_document
-from ddbench.report.junit import write_junit
-from ddbench.report.markdown_summary import summary_markdown
-from ddbench.report.results_file import ResultsFile
-from ddbench.report.saved_outputs import save_outputs
-from ddbench.report.table import latency_table, results_table, skipped_summary
-from ddbench.runner import CaseResult, backends_for, run_case
-from ddbench.runner.budgets import budget_for
-from ddbench.suite.select import select_shard
+from ddbench.runner import Session, SessionOptions
+from ddbench.runner.sinks import OutputPaths
 from ddbench.timing.settings import MODES
-
-EXIT_PARITY_FAILURE = 1
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.fields[case]}"),
-        console=stderr,
-        transient=True,
-    )
 
 
 @click.command("run")
@@ -63,7 +27,16 @@ def _progress() -> Progress:
     help="Add your own backend (an instance, class or factory); repeatable.",
 )
 @click.option(
-    "--as", "as_backend", metavar="BACKEND", help="Judge the --backend plug-ins with this backend's bounds."
+    "--as",
+    "as_backend",
+    metavar="BACKEND",
+    help="Judge the backends no bound names (plug-ins, mutants) with this backend's bounds.",
+)
+@click.option(
+    "--reference-only",
+    "reference_only",
+    metavar="A,B",
+    help="Backends that are only a truth to compare against (no bound judges them, by intent).",
 )
 @click.option("-k", "filter_expr", help="Keep cases matching: words (tags or ID parts) with and/or/not.")
 @click.option(
@@ -99,6 +72,7 @@ def run_command(
     backend_names: str | None,
     backend_specs: tuple[str, ...],
     as_backend: str | None,
+    reference_only: str | None,
     filter_expr: str | None,
     json_path: str | None,
     junit_path: str | None,
@@ -111,61 +85,25 @@ def run_command(
 ) -> None:
     """Run suites: parity of every backend pair the suite bounds, on fresh seeded inputs; latency of the
     cases with a budget, judged against the stored baseline."""
-    loaded = load_suites(suites)
-    cases = select_shard(select_cases(loaded, filter_expr), shard)
-    if not cases:
-        raise InputError(f"no case matches -k {filter_expr!r}" if filter_expr else "the suites hold no case")
     selected = split_names(backend_names)
-    plugins = plugin_backends(backend_specs)
-    cases = judged_as(cases, plugins, as_backend)
-    backends = resolve_backends(cases, selected, plugins)
-    device = preferred_device()
-    baselines = BaselineSet(device_key(device), Path(baseline_file) if baseline_file else None)
-    stderr.print(f"{len(cases)} cases on {device.type}: backends {', '.join(backends)}", highlight=False)
-
-    results_file = ResultsFile(json_path, [s.path for s in loaded], environment()) if json_path else None
-    results: list[CaseResult] = []
-    with _progress() as progress:
-        task = progress.add_task("cases", total=len(cases), case="")
-        for case in cases:
-            progress.update(task, case=case.id)
-            needed = {n: backends[n] for n in backends_for(case, selected, list(plugins))}
-            budget = budget_for(case, timing, timing_mode)
-            result = run_case(case, needed, device, budget, baselines.latency(case) if budget else None)
-            results.append(result)
-            if results_file:
-                results_file.add(result)
-            if outputs_dir:
-                save_outputs(outputs_dir, result)
-            if not progress.live.is_started or not stderr.is_terminal:
-                stderr.print(
-                    f"[{len(results)}/{len(cases)}] {result.status} {case.id} ({result.seconds:.2f}s)",
-                    highlight=False,
-                )
-            progress.advance(task)
-    if results_file:
-        results_file.finish()
-    if junit_path:
-        write_junit(junit_path, results)
-    if markdown_path:
-        document = (
-            results_file.document
-            if results_file
-            else results_document(results, [s.path for s in loaded], environment())
-        )
-        write_atomic(markdown_path, summary_markdown(document))
-
-    stdout.print(results_table(results))
-    if note := skipped_summary(results):
-        stdout.print(note, highlight=False)
-    if any(r.timing for r in results):
-        stdout.print(latency_table(results))
-    failed = [r for r in results if r.status in (FAIL, ERROR)]
-    judged = [r for r in results if r.status != SKIPPED]
-    summary = f"{len(results) - len(failed)} passed, {len(failed)} failed"
-    stdout.print(summary + (f" (results: {Path(json_path)})" if json_path else ""), highlight=False)
-    if failed:
-        raise click.exceptions.Exit(EXIT_PARITY_FAILURE)
-    if not judged:
-        stderr.print("no parity bound could be judged: the backends its pairs name were not run")
-        raise click.exceptions.Exit(EXIT_PARITY_FAILURE)
+    options = SessionOptions(
+        suites=suites,
+        filter_expr=filter_expr,
+        shard=shard,
+        backends=tuple(selected) if selected is not None else None,
+        plugins=backend_specs,
+        judge_as=as_backend,
+        reference_only=tuple(split_names(reference_only) or ()),
+        timing=timing,
+        timing_mode=timing_mode,
+        baseline_file=baseline_file,
+    )
+    outputs = OutputPaths(json=json_path, junit=junit_path, markdown=markdown_path, saved_outputs=outputs_dir)
+    outputs.check(inputs=[*suites, *([baseline_file] if baseline_file else [])])
+    session = Session(options)
+    stderr.print(session.describe(), highlight=False)
+    sinks = outputs.sinks([s.path for s in session.suites], environment(), shard)
+    with ProgressSink(stderr, len(session.cases)) as progress:
+        outcome = session.run([*sinks, progress])
+    print_outcome(outcome, json_path)
+    raise click.exceptions.Exit(outcome.exit_code)

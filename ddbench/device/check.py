@@ -25,7 +25,7 @@ import torch
 from ddbench.atomic import write_json_atomic
 from ddbench.backends import get_backend
 from ddbench.environment import environment
-from ddbench.report.results_file import ResultsFile
+from ddbench.results.results_file import ResultsFile
 from ddbench.runner import run_case
 from ddbench.suite import Case, load_suite
 from ddbench.suite.select import case_filter

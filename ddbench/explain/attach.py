@@ -8,7 +8,7 @@ from ddbench.explain.diagnose import Explainer
 from ddbench.explain.threads import single_thread
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.metrics import FAIL
-from ddbench.runner.results import CaseResult
+from ddbench.results.case_result import CaseResult
 
 
 def diagnose_failures(result: CaseResult, inputs: VerifyInputs) -> None:

@@ -20,6 +20,7 @@ import torch
 
 from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.backends.protocol import Availability, Backend
+from ddbench.backends.registry import register_family
 from ddbench.explain.hypotheses import HYPOTHESES, SCALE_192, SCALE_576, mistaken_output
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.launch import PreparedLaunch, launch_for
@@ -215,3 +216,10 @@ def get_mutant(name: str) -> Backend:
         hypothesis = name[len(EMU_PREFIX) :]
         return EmuMutant(hypothesis, *EMU_MISTAKES[hypothesis])
     raise KeyError(f"unknown mutant {name!r}; known: {', '.join(mutant_names())}")
+
+
+def register_mutants() -> None:
+    """Make `mutant:<hypothesis>` and `mutant-emu:<hypothesis>` names the registry resolves (the Session
+    calls this, so every command and the pytest plugin know the self-test's backends)."""
+    register_family(REFERENCE_PREFIX, get_mutant)
+    register_family(EMU_PREFIX, get_mutant)

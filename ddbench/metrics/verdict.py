@@ -5,14 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ddbench.metrics.figures import ParityFigures
+from ddbench.metrics.status import Status
 from ddbench.suite.model import LIMIT_NAMES, ParityBound
 
-PASS, FAIL, ERROR, SKIPPED = "pass", "fail", "error", "skipped"
+PASS, FAIL, ERROR, SKIPPED = Status.PASS, Status.FAIL, Status.ERROR, Status.SKIPPED
 
 
 @dataclass(frozen=True)
 class Verdict:
-    status: str
+    status: Status
     reasons: tuple[str, ...] = field(default_factory=tuple)
 
     @property

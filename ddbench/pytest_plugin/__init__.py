@@ -15,10 +15,18 @@ benchmark names must match between machines to compare. Without `--ddbench-suite
 and imports nothing heavy (it loads in every pytest run of the environment), and the module's name keeps
 ordinary collection away from it.
 
-Each test checks parity once per case and fails on a parity failure, then times the backend with
+The work behind the tests is a ddbench Session (ddbench/pytest_plugin/bench.py), so the plugin refuses
+what `ddbench run` refuses: a backend that no bound judges stops pytest with exit 2 unless `--ddbench-as`
+lends it a candidate's bounds or `--ddbench-reference-only` declares it a reference. Each test checks
+parity once per case and fails on a parity failure, then times the backend's launch with
 `benchmark.pedantic` (host clock; the GPU is synchronised inside the timed call). A project whose pytest
-config says `--benchmark-disable` needs `--benchmark-enable` for real timings; under xdist (`-n`)
-pytest-benchmark disables timing itself (parity still runs).
+config says `--benchmark-disable` needs `--benchmark-enable` for real timings.
+
+pytest-xdist: `pytest -n N --ddbench-suite ...` spreads the tests over N workers, each pinned to one GPU
+where there are several; a worker runs the parity of each case it has a test of (a case split over two
+workers is judged on both, with the same seeded inputs). pytest-benchmark disables its timing under xdist
+(parity still runs). `--ddbench-json PATH` writes one results file: each worker writes its part, and the
+controller merges them into PATH at the end.
 """
 
 from __future__ import annotations
@@ -48,6 +56,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="A,B",
         help="Comma-separated backends (names or module:attr); default: each case's own.",
     )
+    group.addoption("--ddbench-as", metavar="BACKEND", help="Judge unnamed backends with this one's bounds.")
+    group.addoption(
+        "--ddbench-reference-only", metavar="A,B", help="Backends that are only a truth to compare against."
+    )
+    group.addoption(
+        "--ddbench-json", metavar="PATH", help="Results file of the parity runs (merged over -n)."
+    )
     group.addoption("--ddbench-rounds", type=int, default=20, help="Timed rounds per test (default 20).")
     group.addoption("--ddbench-warmup", type=int, default=2, help="Untimed warm-up rounds (default 2).")
 
@@ -66,23 +81,40 @@ def pytest_configure(config: pytest.Config) -> None:
     from ddbench.backends.registry import split_names
     from ddbench.errors import DdbenchError
     from ddbench.pytest_plugin.bench import SuiteBench
-    from ddbench.suite import load_suite
+    from ddbench.pytest_plugin.results import results_sinks
+    from ddbench.runner import SessionOptions
 
-    option = config.getoption("ddbench_backends")
-    backends = split_names(option)
+    backends = split_names(config.getoption("ddbench_backends"))
+    options = SessionOptions(
+        suites=tuple(suites),
+        backends=tuple(backends) if backends is not None else None,
+        judge_as=config.getoption("ddbench_as"),
+        reference_only=tuple(split_names(config.getoption("ddbench_reference_only")) or ()),
+        skip_unavailable=True,  # an unavailable backend's tests skip with the reason
+    )
     try:
-        cases = [case for path in suites for case in load_suite(path).cases]
+        sinks = results_sinks(config, suites)
         bench = SuiteBench(
-            cases, backends, config.getoption("ddbench_rounds"), config.getoption("ddbench_warmup")
+            options, config.getoption("ddbench_rounds"), config.getoption("ddbench_warmup"), sinks
         )
     except DdbenchError as err:
-        raise pytest.UsageError(f"--ddbench-suite: {err.message}") from None
+        pytest.exit(f"--ddbench-suite: {err.message}", returncode=err.exit_code)
     config.stash[_BENCH] = bench
     module = str(SUITE_MODULE)
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args[:] = [module]  # no path on the command line: the suite, not testpaths or the folder
     elif module not in config.args:
         config.args.append(module)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    bench = _session(session.config)
+    if bench is None:
+        return
+    bench.finish(complete=exitstatus != pytest.ExitCode.INTERRUPTED)
+    from ddbench.pytest_plugin.results import merge_worker_results
+
+    merge_worker_results(session.config)
 
 
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:

@@ -1,91 +1,115 @@
-"""A suite's cases × backends as benchmark tests: the work behind the pytest plugin, free of pytest hooks.
+"""A suite's cases × backends as benchmark tests: the Session behind the pytest plugin, free of pytest hooks.
 
-Each test is one case on one backend. Parity runs once per case (every backend of the case, every bound
-judged, as `ddbench run` does) and is cached, so N backends cost one parity run; a test fails when its
-backend crashed or any pair with it as the candidate failed. Timing then belongs to pytest-benchmark: inputs
-are generated outside the timed call, every round starts from a freshly poisoned output (the setup function,
-untimed), and GPU work is synchronised inside the timed call so the host clock covers the kernel.
+The plugin makes one Session when pytest starts, so it refuses what `ddbench run` refuses (a backend no bound
+judges, an unavailable one is a skip with its reason) and runs cases the same way. Each test is one case on
+one backend: parity runs once per case (every backend of the case, every bound judged, failures explained)
+and is cached, so N backends cost one parity run; a candidate's test fails when any bound judging it failed
+or when no bound could judge it here; a reference's test fails when it crashed. Timing then belongs to
+pytest-benchmark, on the backend's prepared launch (marshaling outside the timed call).
+
+Under pytest-xdist each worker makes its own Session: with several GPUs the worker's index picks its device
+(`gw3` on 2 GPUs -> cuda:1), and `--dist loadgroup` keeps a case's tests on one worker (one parity run).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from ddbench.backends import Backend, get_backend, load_backend_spec, preferred_device
-from ddbench.errors import DdbenchError
+from ddbench.backends import Backend
 from ddbench.inputs import generate_inputs
-from ddbench.metrics import ERROR, FAIL
-from ddbench.runner import backends_for, run_case
+from ddbench.metrics.status import Status
+from ddbench.results.case_result import CaseResult
+from ddbench.runner import Session, SessionOptions
+from ddbench.runner.roles import Role, role_in
+from ddbench.runner.sinks import Sink
 from ddbench.suite.ids import workload_hash
 from ddbench.suite.model import Case
 
 
+def worker_device(worker: str | None = None, gpus: int | None = None) -> str | None:
+    """The device of a pytest-xdist worker (`gw<i>`): GPU i mod the GPU count; None off xdist or the GPU."""
+    worker = worker if worker is not None else os.environ.get("PYTEST_XDIST_WORKER")
+    gpus = gpus if gpus is not None else (torch.cuda.device_count() if torch.cuda.is_available() else 0)
+    if not worker or not worker.startswith("gw") or not worker[2:].isdigit() or gpus < 1:
+        return None
+    return f"cuda:{int(worker[2:]) % gpus}"
+
+
 class SuiteBench:
-    """Backends (instantiated once), cached parity per case, and the timing settings of one session."""
+    """The plugin's Session, its tests, cached parity per case, and the timing settings."""
 
     def __init__(
-        self, cases: Sequence[Case], backend_args: Sequence[str] | None, rounds: int, warmup: int
+        self,
+        options: SessionOptions,
+        rounds: int,
+        warmup: int,
+        sinks: Sequence[Sink] = (),
     ) -> None:
-        self.device = preferred_device()
+        device = options.device or worker_device()
+        self.session = Session(options if device is None else _with_device(options, device))
+        self.device = self.session.device
         self.rounds, self.warmup = rounds, warmup
-        self._backends: dict[str, Backend] = {}  # available ones, instantiated once
-        self._specs: dict[str, Backend] = {}
-        selected = None
-        if backend_args is not None:
-            selected = []
-            for arg in backend_args:  # `module:attr` specs are loaded now, so their names are known
-                if ":" in arg:
-                    backend = load_backend_spec(arg)
-                    self._specs[backend.name] = backend
-                    selected.append(backend.name)
-                else:
-                    selected.append(arg)
-        self.params = [CaseBackend(self, c, name) for c in cases for name in backends_for(c, selected, [])]
-        self._unavailable: dict[str, str] = {}
-        self._parity: dict[str, dict[str, list[str]]] = {}
+        self.sinks = list(sinks)
+        self.params = [
+            CaseBackend(self, case, name)
+            for case in self.session.cases
+            for name in self.session.roster[case.id]
+        ]
+        self._parity: dict[str, CaseResult] = {}
 
-    def backend(self, name: str) -> Backend | None:
-        """The backend, or None when it cannot run here (`unavailable(name)` says why)."""
-        if name in self._unavailable:
-            return None
-        if name not in self._backends:
-            try:
-                backend = self._specs.get(name) or get_backend(name)
-                status = backend.availability()
-            except DdbenchError as err:
-                self._unavailable[name] = err.message
-                return None
-            if not status.ok:
-                self._unavailable[name] = f"{name}: unavailable: {status.detail}"
-                return None
-            self._backends[name] = backend
-        return self._backends[name]
+    def backend(self, name: str) -> Backend:
+        return self.session.backends[name]
 
     def unavailable(self, name: str) -> str | None:
-        return None if self.backend(name) is not None else self._unavailable[name]
+        return self.session.unavailable.get(name)
+
+    def role(self, case: Case, name: str) -> Role:
+        return role_in(case, name, self.session.options.reference_only)
+
+    def case_result(self, case: Case) -> CaseResult:
+        if case.id not in self._parity:
+            result = self.session.run_case(case, timing=False)
+            for sink in self.sinks:
+                sink.add(result)
+            self._parity[case.id] = result
+        return self._parity[case.id]
 
     def parity_problems(self, case: Case, name: str) -> list[str]:
-        """Why parity fails for `name` in this case (empty: passed, or nothing judged it)."""
-        if case.id not in self._parity:
-            names = [p.backend for p in self.params if p.case.id == case.id]
-            backends = {n: b for n in names if (b := self.backend(n)) is not None}
-            result = run_case(case, backends, self.device)
-            problems: dict[str, list[str]] = {n: [] for n in backends}
-            for n, run in result.runs.items():
-                if run.error:
-                    problems[n].append(f"{n} raised: {run.error}")
-            for p in result.pairs:
-                if p.verdict.status in (FAIL, ERROR) and p.candidate in problems:
-                    problems[p.candidate].append(
-                        f"{p.candidate} vs {p.against}: {p.verdict.status} ({'; '.join(p.verdict.reasons)})"
-                    )
-            if result.error:
-                problems = {n: [result.error] for n in backends}
-            self._parity[case.id] = problems  # the outputs are dropped with `result`
-        return self._parity[case.id].get(name, [])
+        """Why `name` fails in this case: it crashed, a bound judging it failed, or nothing judged it."""
+        result = self.case_result(case)
+        if result.error:
+            return [result.error]
+        run = result.runs.get(name)
+        if run is not None and run.error:
+            return [f"{name} raised: {run.error}"]
+        if self.role(case, name) is not Role.CANDIDATE:
+            return []
+        mine = [p for p in result.pairs if p.candidate == name]
+        problems = [
+            f"{p.candidate} vs {p.against}: {p.verdict.status} ({'; '.join(p.verdict.reasons)})"
+            + (f" — {p.diagnosis['summary']}" if p.diagnosis and p.diagnosis.get("summary") else "")
+            for p in mine
+            if p.verdict.status.failed
+        ]
+        if not problems and not any(p.verdict.status is Status.PASS for p in mine):
+            reasons = "; ".join(r for p in mine for r in p.verdict.reasons) or "no bound applies"
+            problems.append(f"{name}: no bound judged it here ({reasons})")
+        return problems
+
+    def finish(self, complete: bool) -> None:
+        """`complete`: pytest ran every selected test (a -k or an xdist share is complete when it ran)."""
+        results = list(self._parity.values())
+        for sink in self.sinks:
+            sink.finish(results, complete)
+
+
+def _with_device(options: SessionOptions, device: str) -> SessionOptions:
+    return dataclasses.replace(options, device=device)
 
 
 class CaseBackend:
@@ -106,6 +130,7 @@ class CaseBackend:
         return {
             "case_id": c.id,
             "backend": self.backend,
+            "role": self.bench.role(c, self.backend).value,
             "workload_hash": workload_hash(c),
             "suite": c.suite,
             "model": c.model.name,
@@ -119,11 +144,11 @@ class CaseBackend:
         }
 
     def time(self, benchmark: Any) -> None:
-        """Time the backend with pytest-benchmark's fixture: setup re-poisons, the call syncs the GPU."""
+        """Time the backend's launch with pytest-benchmark's fixture: setup re-poisons, the call syncs."""
         backend = self.bench.backend(self.backend)
-        assert backend is not None
         inputs = generate_inputs(self.case, self.bench.device)
         on_gpu = inputs.device.type == "cuda"
+        launch = prepared_launch(backend, inputs)
 
         def setup() -> None:
             inputs.fresh_output()
@@ -131,10 +156,14 @@ class CaseBackend:
                 torch.cuda.synchronize()
 
         def call() -> None:
-            backend.run(inputs)
+            launch()
             if on_gpu:
                 torch.cuda.synchronize()
 
         benchmark.pedantic(
             call, setup=setup, rounds=self.bench.rounds, warmup_rounds=self.bench.warmup, iterations=1
         )
+
+
+def prepared_launch(backend: Backend, inputs: Any) -> Any:
+    return lambda: backend.run(inputs)

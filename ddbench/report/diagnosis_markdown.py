@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddbench.report.markdown_table import escape_cell
-from ddbench.runner.results import CaseResult
+from ddbench.results.case_result import CaseResult
 
 TOP_HYPOTHESES = 5
 

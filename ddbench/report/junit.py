@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ddbench.atomic import write_atomic
 from ddbench.metrics import ERROR, FAIL, SKIPPED
-from ddbench.runner.results import CaseResult
+from ddbench.results.case_result import CaseResult
 
 
 def junit_xml(results: Sequence[CaseResult], suite_name: str = "ddbench") -> str:

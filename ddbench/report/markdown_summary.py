@@ -12,6 +12,7 @@ from typing import Any
 
 from ddbench.report.diagnosis_markdown import diagnosis_markdown
 from ddbench.report.markdown_table import escape_cell, markdown_table
+from ddbench.results.document import counts_text, run_verdict
 
 # Rows in one table before the rest is left to the results file (GitHub caps a step summary at 1 MiB).
 MAX_TABLE_ROWS = 300
@@ -32,9 +33,8 @@ def _number(value: float | None, digits: int) -> str:
 def _totals(document: Mapping[str, Any]) -> list[str]:
     cases = document.get("cases", [])
     summary = document.get("summary", {})
-    failed = sum(summary.get(s, 0) for s in _FAILED)
-    head = "failed" if failed else "passed"
-    counts = ", ".join(f"{summary.get(s, 0)} {s}" for s in ("pass", "fail", "error", "skipped"))
+    head = run_verdict(summary, bool(document.get("complete")))
+    counts = counts_text(summary)
     device = document.get("environment", {}).get("device", {})
     packages = document.get("environment", {}).get("packages", {})
     versions = ", ".join(f"{n} {v}" for n, v in packages.items() if v and n in ("torch", "triton", "sglang"))

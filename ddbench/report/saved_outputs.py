@@ -13,7 +13,7 @@ from safetensors.torch import load_file, save
 from ddbench.atomic import write_atomic
 from ddbench.errors import InputError
 from ddbench.report.ulp_distributions import Histogram, empty_histograms, judged_pairs, pair_label
-from ddbench.runner.results import CaseResult
+from ddbench.results.case_result import CaseResult
 
 
 def saved_outputs_path(directory: str | Path, case_id: str) -> Path:

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ddbench.metrics import ERROR, FAIL, PASS, SKIPPED
-from ddbench.runner.results import CaseResult
+from ddbench.results.case_result import CaseResult
 from ddbench.suite.model import Case
 from ddbench.trees import tree_label
 

@@ -1,6 +1,6 @@
-"""Executing cases: backends called on fresh inputs, pairs judged."""
+"""Running cases: the Session (one run path for every command), one case's execution, its sinks."""
 
-from ddbench.runner.execute import backends_for, run_case
-from ddbench.runner.results import BackendRun, CaseResult, PairResult
+from ddbench.runner.execute import run_case
+from ddbench.runner.session import RunOutcome, Session, SessionOptions
 
-__all__ = ["BackendRun", "CaseResult", "PairResult", "backends_for", "run_case"]
+__all__ = ["RunOutcome", "Session", "SessionOptions", "run_case"]

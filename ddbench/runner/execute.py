@@ -3,32 +3,20 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
 from ddbench.backends.protocol import Backend
 from ddbench.errors import InputError
-from ddbench.explain.attach import diagnose_failures
 from ddbench.inputs import check_inputs, generate_inputs
 from ddbench.inputs.layout import READ_ONLY_FIELDS, VerifyInputs
 from ddbench.metrics import ERROR, PASS, SKIPPED, Verdict, judge, parity_figures
-from ddbench.runner.results import BackendRun, CaseResult, PairResult
+from ddbench.results.case_result import BackendRun, CaseResult, PairResult
 from ddbench.runner.timing import time_case
 from ddbench.suite.budget import Budget
 from ddbench.suite.model import ANY_BACKEND, Case
 from ddbench.timing.stats import LatencyStats
-
-
-def backends_for(case: Case, selected: list[str] | None, extra: list[str]) -> list[str]:
-    """The backends a case runs: those `--backends` selects, else those its bounds name; plus `--backend`s."""
-    if selected is not None:
-        names = list(selected)
-    elif case.backends:
-        names = list(case.backends)
-    else:
-        names = [n for b in case.parity for n in (b.against, b.candidate) if n != ANY_BACKEND]
-    return list(dict.fromkeys([*names, *extra]))
 
 
 def input_fingerprints(inputs: VerifyInputs) -> dict[str, int]:
@@ -124,8 +112,14 @@ def run_case(
     device: torch.device,
     budget: Budget | None = None,
     baselines: Mapping[str, LatencyStats] | None = None,
+    diagnose: Callable[[CaseResult, VerifyInputs], None] | None = None,
+    step: Callable[[str], None] | None = None,
 ) -> CaseResult:
-    """Parity of every bound; then, when a budget is given, latency of the backends that ran cleanly."""
+    """Parity of every bound; then, when a budget is given, latency of the backends that ran cleanly.
+
+    `diagnose` (the Session attaches explain's) annotates failing pairs while the inputs are at hand;
+    `step` hears what is about to happen inside the case (progress of a long case)."""
+    step = step or (lambda what: None)
     start = time.perf_counter()
     result = CaseResult(case)
     try:
@@ -140,11 +134,15 @@ def run_case(
         result.seconds = time.perf_counter() - start
         return result
     for name, backend in backends.items():
+        step(f"running {name}")
         result.runs[name] = _call(backend, inputs)
     result.pairs = _judge_pairs(case, result.runs)
-    diagnose_failures(result, inputs)
+    if diagnose is not None:
+        step("explaining failures")
+        diagnose(result, inputs)
     clean = {name: b for name, b in backends.items() if result.runs[name].error is None}
     if budget is not None and clean:
+        step(f"timing {', '.join(clean)}")
         try:
             result.timing = time_case(case, budget, clean, inputs, baselines or {})
         except Exception as err:  # a backend that fails while being timed: this case's error

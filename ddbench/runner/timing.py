@@ -4,36 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import torch
 
 from ddbench.backends.protocol import Backend
 from ddbench.inputs import generate_inputs
 from ddbench.inputs.layout import VerifyInputs
-from ddbench.metrics.latency_verdict import LatencyVerdict, judge_budget
+from ddbench.metrics.latency_verdict import judge_budget
+from ddbench.results.case_timing import CaseTiming
 from ddbench.suite.budget import Budget
 from ddbench.suite.model import Case
-from ddbench.timing.sampler import Measurement, measure
-from ddbench.timing.stats import LatencyStats, RatioStats
+from ddbench.timing.sampler import measure
+from ddbench.timing.stats import LatencyStats
 
 SEED_STRIDE = 7919  # input set k uses seed + k * SEED_STRIDE: same shapes, other values (and trees)
-
-
-@dataclass
-class CaseTiming:
-    budget: Budget
-    measurements: dict[str, Measurement]
-    ratios: list[RatioStats]
-    verdict: LatencyVerdict
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "budget": self.budget.to_json(),
-            "backends": {name: m.to_json() for name, m in self.measurements.items()},
-            "ratios": [r.to_json() for r in self.ratios],
-            "verdict": self.verdict.to_json(),
-        }
 
 
 def input_sets(case: Case, first: VerifyInputs, count: int, device: torch.device) -> list[VerifyInputs]:

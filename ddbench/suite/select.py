@@ -1,6 +1,8 @@
 """`-k` expressions over cases, like pytest's: words joined by and / or / not, with parentheses.
 
-A word matches a case when it equals one of its tags or is a substring of its ID (case-insensitive).
+A word matches a case when it equals one of its tags, or when its parts (split at `-` and `.`) are a run of
+consecutive parts of the case ID: `bs1` selects `...-bs1-...` but not `...-bs16-...`, `ddtree-b16` selects
+`...-ddtree-b16-...`, `kimi-k2.6` selects every Kimi K2.6 case. Case-insensitive.
 """
 
 from __future__ import annotations
@@ -12,12 +14,22 @@ from ddbench.errors import InputError
 from ddbench.suite.model import Case
 
 _TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
+_ID_SEPARATOR = re.compile(r"[-.]+")
 Predicate = Callable[[Case], bool]
 
 
+def id_parts(text: str) -> list[str]:
+    return [part for part in _ID_SEPARATOR.split(text.lower()) if part]
+
+
+def _contains_run(parts: list[str], run: list[str]) -> bool:
+    n = len(run)
+    return n > 0 and any(parts[i : i + n] == run for i in range(len(parts) - n + 1))
+
+
 def _word(word: str) -> Predicate:
-    w = word.lower()
-    return lambda case: w in (t.lower() for t in case.tags) or w in case.id.lower()
+    w, run = word.lower(), id_parts(word)
+    return lambda case: w in (t.lower() for t in case.tags) or _contains_run(id_parts(case.id), run)
 
 
 class _Parser:

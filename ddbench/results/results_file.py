@@ -7,14 +7,16 @@ from pathlib import Path
 from typing import Any
 
 from ddbench.atomic import write_json_atomic
-from ddbench.report.document import results_document, summary_of
-from ddbench.runner.results import CaseResult
+from ddbench.results.document import results_document, summary_of
+from ddbench.results.case_result import CaseResult
 
 
 class ResultsFile:
-    def __init__(self, path: str | Path, suites: list[str], environment: dict[str, Any]) -> None:
+    def __init__(
+        self, path: str | Path, suites: list[str], environment: dict[str, Any], shard: str | None = None
+    ) -> None:
         self.path = Path(path)
-        self.document = results_document([], suites, environment, complete=False)
+        self.document = results_document([], suites, environment, complete=False, shard=shard)
         self._write()
 
     def add(self, result: CaseResult) -> None:

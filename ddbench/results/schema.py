@@ -21,7 +21,7 @@ SCHEMA_RESOURCE = "results.schema.json"
 
 @cache
 def results_schema() -> dict[str, Any]:
-    return json.loads(resources.files("ddbench.report").joinpath(SCHEMA_RESOURCE).read_text())
+    return json.loads(resources.files("ddbench.results").joinpath(SCHEMA_RESOURCE).read_text())
 
 
 def _leaf(error: ValidationError) -> ValidationError:

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from ddbench.errors import InputError
-from ddbench.report.document import FORMAT, FORMAT_VERSION
-from ddbench.report.results_schema import results_problems
+from ddbench.results.document import FORMAT, FORMAT_VERSION
+from ddbench.results.schema import results_problems
 from ddbench.suite.load import read_json
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from ddbench.metrics import ERROR, FAIL, PASS, SKIPPED, ParityFigures, Verdict
-from ddbench.runner.timing import CaseTiming
+from ddbench.results.case_timing import CaseTiming
 from ddbench.suite.model import Case, ParityBound
 
 

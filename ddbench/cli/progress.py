@@ -1,0 +1,52 @@
+"""Progress of a run on the terminal: a bar with the case and its current step, or a line per case in logs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from types import TracebackType
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ddbench.results.case_result import CaseResult
+from ddbench.runner.sinks import QuietSink
+from ddbench.suite.model import Case
+
+
+class ProgressSink(QuietSink):
+    def __init__(self, console: Console, total: int) -> None:
+        self.console, self.total, self.done = console, total, 0
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[case]}"),
+            console=console,
+            transient=True,
+        )
+        self.task = self.progress.add_task("cases", total=total, case="")
+
+    def __enter__(self) -> ProgressSink:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.progress.__exit__(kind, value, tb)
+
+    def step(self, case: Case, what: str) -> None:
+        self.progress.update(self.task, case=f"{case.id}: {what}")
+
+    def add(self, result: CaseResult) -> None:
+        self.done += 1
+        if not self.progress.live.is_started or not self.console.is_terminal:
+            self.console.print(
+                f"[{self.done}/{self.total}] {result.status} {result.case.id} ({result.seconds:.2f}s)",
+                highlight=False,
+            )
+        self.progress.advance(self.task)
+
+    def finish(self, results: Sequence[CaseResult], complete: bool) -> None:
+        pass

@@ -1,0 +1,42 @@
+"""Which cases a run takes: every suite file loaded (all problems of all files at once), -k, then --shard."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ddbench.errors import InputError, SuiteInvalid
+from ddbench.suite import Case, Suite, load_suite
+from ddbench.suite.select import case_filter, select_shard
+
+
+def load_suites(paths: Sequence[str]) -> list[Suite]:
+    """Load every file, then fail with all problems of all files at once."""
+    suites, problems = [], []
+    for path in paths:
+        try:
+            suites.append(load_suite(path))
+        except SuiteInvalid as err:
+            problems += err.errors
+        except InputError as err:
+            problems.append(err)
+    if problems:
+        raise SuiteInvalid(problems)
+    return suites
+
+
+def select_cases(suites: Sequence[Suite], expression: str | None, shard: str | None = None) -> list[Case]:
+    """The cases `-k` keeps, in file order, then this shard's share; a suite named twice counts once."""
+    keep = case_filter(expression)
+    seen: set[str] = set()
+    cases = []
+    for suite in suites:
+        for case in suite.cases:
+            if keep(case) and case.id not in seen:
+                seen.add(case.id)
+                cases.append(case)
+    return select_shard(cases, shard)
+
+
+def require_cases(cases: Sequence[Case], expression: str | None) -> None:
+    if not cases:
+        raise InputError(f"no case matches -k {expression!r}" if expression else "the suites hold no case")

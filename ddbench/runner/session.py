@@ -1,0 +1,189 @@
+"""The Session: the one run path behind `ddbench run`, `baseline update`, the pytest plugin, the device check.
+
+Everything that can be refused is refused when the Session is made, before any case runs: suites loaded,
+cases selected (-k, --shard), backends resolved (built-ins, entry points, `module:attr` plug-ins, the
+self-test's mutants) and checked for availability, and every backend that would run judged — a candidate of
+some bound, or a declared reference — or refused (exit 2). Then `run` executes each case on the backends its
+bounds involve, attaches a diagnosis to failing pairs, times the cases that have a budget, and hands every
+result to the sinks as it finishes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ddbench.backends import Backend, get_backend, load_backend_spec, preferred_device
+from ddbench.backends.registry import is_plugin_spec
+from ddbench.baselines.device import device_key
+from ddbench.baselines.lookup import BaselineSet
+from ddbench.errors import BackendUnavailable
+from ddbench.explain.attach import diagnose_failures
+from ddbench.explain.mutants import register_mutants
+from ddbench.results.case_result import CaseResult
+from ddbench.results.document import run_verdict, summary_of
+from ddbench.runner.budgets import budget_for
+from ddbench.runner.execute import run_case
+from ddbench.runner.roles import Role, lend_bounds, refuse_unjudged, role_in
+from ddbench.runner.selection import load_suites, require_cases, select_cases
+from ddbench.runner.sinks import Sink
+from ddbench.suite import Case, Suite
+from ddbench.suite.model import ANY_BACKEND
+
+register_mutants()
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    """What a command asks of a run; every face builds one of these and nothing else."""
+
+    suites: tuple[str, ...]
+    filter_expr: str | None = None
+    shard: str | None = None
+    backends: tuple[str, ...] | None = None  # names or module:attr; None: each case's own
+    plugins: tuple[str, ...] = ()  # `--backend module:attr`: added to every case
+    judge_as: str | None = None  # `--as`: lend this candidate's bounds to the backends no bound names
+    reference_only: tuple[str, ...] = ()  # backends that are only a truth to compare against
+    timing: bool | None = None  # None: the cases with a budget; True: every case; False: none
+    timing_mode: str | None = None
+    baseline_file: str | None = None
+    device: str | None = None  # e.g. "cuda:1" (a pytest-xdist worker pinned to its GPU)
+    diagnose: bool = True
+    skip_unavailable: bool = False  # drop unavailable backends (listed in `unavailable`) instead of exit 3
+
+
+@dataclass
+class RunOutcome:
+    results: list[CaseResult]
+    complete: bool
+    not_run: dict[str, int] = field(default_factory=dict)  # backend -> cases where nothing would judge it
+
+    @property
+    def summary(self) -> dict[str, int]:
+        return summary_of(r.to_json() for r in self.results)
+
+    @property
+    def verdict(self) -> str:
+        return run_verdict(self.summary, self.complete)
+
+    @property
+    def exit_code(self) -> int:
+        """0 passed; 1 a failure, an error, an incomplete run or nothing judged."""
+        return 0 if self.verdict == "passed" else 1
+
+
+class Session:
+    def __init__(self, options: SessionOptions) -> None:
+        self.options = options
+        self.suites: list[Suite] = load_suites(options.suites)
+        cases = select_cases(self.suites, options.filter_expr, options.shard)
+        require_cases(cases, options.filter_expr)
+        self.plugins = self._load_plugins()
+        asked = self._asked_names()
+        if options.judge_as:
+            unnamed = [n for n in asked if not _named_by_bounds(cases, n)]
+            cases = lend_bounds(cases, unnamed, options.judge_as)
+        self.cases: list[Case] = cases
+        wanted = {c.id: self._asked_for(c) for c in cases}
+        refuse_unjudged(cases, wanted, options.reference_only)
+        self.roster: dict[str, list[str]] = {}  # case ID -> the judged backends and references it runs
+        self.not_run: dict[str, int] = {}
+        for case in cases:
+            roles = {n: role_in(case, n, options.reference_only) for n in wanted[case.id]}
+            self.roster[case.id] = [n for n, role in roles.items() if role is not Role.UNJUDGED]
+            for name, role in roles.items():
+                if role is Role.UNJUDGED:
+                    self.not_run[name] = self.not_run.get(name, 0) + 1
+        self.unavailable: dict[str, str] = {}
+        self.backends: dict[str, Backend] = self._resolve()
+        self.plan = {i: [n for n in names if n in self.backends] for i, names in self.roster.items()}
+        self.device = torch.device(options.device) if options.device else preferred_device()
+        self.baselines = BaselineSet(
+            device_key(self.device), Path(options.baseline_file) if options.baseline_file else None
+        )
+
+    # --- set-up ---------------------------------------------------------------------------------------
+
+    def _load_plugins(self) -> dict[str, Backend]:
+        """`module:attr` arguments (of --backend, or inside --backends) -> the backend each loads."""
+        args = [*self.options.plugins, *(n for n in self.options.backends or () if is_plugin_spec(n))]
+        return {arg: load_backend_spec(arg) for arg in dict.fromkeys(args)}
+
+    def _name(self, arg: str) -> str:
+        """A `module:attr` argument stands for the backend it loaded, under that backend's own name."""
+        return self.plugins[arg].name if arg in self.plugins else arg
+
+    def _asked_names(self) -> list[str]:
+        names = [self._name(n) for n in self.options.backends or ()]
+        return list(dict.fromkeys([*names, *(b.name for b in self.plugins.values())]))
+
+    def _asked_for(self, case: Case) -> list[str]:
+        """`--backends` if given, else the case's own list, else what its bounds name; plus plug-ins."""
+        if self.options.backends is not None:
+            names = [self._name(n) for n in self.options.backends]
+        elif case.backends:
+            names = list(case.backends)
+        else:
+            names = [n for b in case.parity for n in (b.against, b.candidate) if n != ANY_BACKEND]
+        return list(dict.fromkeys([*names, *(b.name for b in self.plugins.values())]))
+
+    def _resolve(self) -> dict[str, Backend]:
+        """Instantiate every backend the plan runs; any unavailable one stops the run (exit 3) before work."""
+        names = list(dict.fromkeys(n for names in self.roster.values() for n in names))
+        by_name = {b.name: b for b in self.plugins.values()}
+        backends = {name: by_name.get(name) or get_backend(name) for name in names}
+        for name, backend in backends.items():
+            status = backend.availability()
+            if not status.ok:
+                self.unavailable[name] = f"{name}: unavailable: {status.detail}"
+        if self.unavailable and not self.options.skip_unavailable:
+            raise BackendUnavailable("\n".join(self.unavailable.values()))
+        return {n: b for n, b in backends.items() if n not in self.unavailable}
+
+    # --- running --------------------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        line = f"{len(self.cases)} cases on {self.device.type}: backends {', '.join(self.backends)}"
+        if self.not_run:
+            skipped = ", ".join(f"{n} on {k} case(s)" for n, k in self.not_run.items())
+            line += f"; not run where no bound judges them: {skipped}"
+        return line
+
+    def run_case(self, case: Case, sinks: Sequence[Sink] = (), timing: bool | None = None) -> CaseResult:
+        """One case on its planned backends, judged, diagnosed, timed per its budget (or `timing`)."""
+        options = self.options
+        wanted_timing = options.timing if timing is None else timing
+        budget = budget_for(case, wanted_timing, options.timing_mode)
+        baselines = self.baselines.latency(case) if budget else None
+        backends = {n: self.backends[n] for n in self.plan[case.id]}
+
+        def step(what: str) -> None:
+            for sink in sinks:
+                sink.step(case, what)
+
+        diagnose: Callable | None = diagnose_failures if options.diagnose else None
+        return run_case(case, backends, self.device, budget, baselines, diagnose=diagnose, step=step)
+
+    def run(self, sinks: Sequence[Sink] = (), deadline: float | None = None) -> RunOutcome:
+        """Every case in order; `deadline` (a perf_counter time) stops before the next case, incomplete."""
+        results: list[CaseResult] = []
+        complete = True
+        for case in self.cases:
+            if deadline is not None and time.perf_counter() > deadline:
+                complete = False
+                break
+            result = self.run_case(case, sinks)
+            results.append(result)
+            for sink in sinks:
+                sink.add(result)
+        for sink in sinks:
+            sink.finish(results, complete)
+        return RunOutcome(results, complete, dict(self.not_run))
+
+
+def _named_by_bounds(cases: Sequence[Case], name: str) -> bool:
+    return any(b.candidate == name or b.against == name for c in cases for b in c.parity)

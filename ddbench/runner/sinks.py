@@ -1,0 +1,113 @@
+"""Where a Session's results go as they come: the results file, saved outputs, JUnit, markdown, progress.
+
+Every sink's target is checked before the first case runs, so a bad `--junit` path is exit 2 at once, not a
+traceback after an hour of cases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from ddbench.atomic import check_writable, write_atomic
+from ddbench.report.junit import write_junit
+from ddbench.report.markdown_summary import summary_markdown
+from ddbench.report.saved_outputs import save_outputs
+from ddbench.results.case_result import CaseResult
+from ddbench.results.document import results_document
+from ddbench.results.results_file import ResultsFile
+from ddbench.suite.model import Case
+
+
+class Sink(Protocol):
+    """Told of each step, each finished case, and the end of the run (`complete`: every case ran)."""
+
+    def step(self, case: Case, what: str) -> None: ...
+
+    def add(self, result: CaseResult) -> None: ...
+
+    def finish(self, results: Sequence[CaseResult], complete: bool) -> None: ...
+
+
+class QuietSink:
+    """A sink that ignores what it is not interested in."""
+
+    def step(self, case: Case, what: str) -> None:
+        pass
+
+    def add(self, result: CaseResult) -> None:
+        pass
+
+    def finish(self, results: Sequence[CaseResult], complete: bool) -> None:
+        pass
+
+
+class ResultsFileSink(QuietSink):
+    """The JSON results file, rewritten atomically after every case: a crash loses no finished case."""
+
+    def __init__(self, path: str | Path, suites: list[str], environment: dict[str, Any], shard: str | None):
+        self.file = ResultsFile(path, suites, environment, shard)
+
+    def add(self, result: CaseResult) -> None:
+        self.file.add(result)
+
+    def finish(self, results: Sequence[CaseResult], complete: bool) -> None:
+        if complete:
+            self.file.finish()
+
+
+class SavedOutputsSink(QuietSink):
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = directory
+
+    def add(self, result: CaseResult) -> None:
+        save_outputs(self.directory, result)
+
+
+class JUnitSink(QuietSink):
+    def __init__(self, path: str | Path) -> None:
+        self.path = path
+
+    def finish(self, results: Sequence[CaseResult], complete: bool) -> None:
+        write_junit(self.path, results)
+
+
+class MarkdownSink(QuietSink):
+    def __init__(self, path: str | Path, suites: list[str], environment: dict[str, Any], shard: str | None):
+        self.path, self.suites, self.environment, self.shard = path, suites, environment, shard
+
+    def finish(self, results: Sequence[CaseResult], complete: bool) -> None:
+        document = results_document(results, self.suites, self.environment, complete, self.shard)
+        write_atomic(self.path, summary_markdown(document))
+
+
+@dataclass(frozen=True)
+class OutputPaths:
+    """The files and folders a run writes; checked together before the run starts."""
+
+    json: str | None = None
+    junit: str | None = None
+    markdown: str | None = None
+    saved_outputs: str | None = None
+
+    def check(self, inputs: Sequence[str] = ()) -> None:
+        """Exit 2 now, naming the option, if a target cannot be written or would overwrite an input."""
+        for option, path in (("--json", self.json), ("--junit", self.junit), ("--markdown", self.markdown)):
+            if path:
+                check_writable(path, option, inputs=inputs)
+        if self.saved_outputs:
+            check_writable(self.saved_outputs, "--save-outputs", inputs=inputs, directory=True)
+
+    def sinks(self, suites: list[str], environment: dict[str, Any], shard: str | None) -> list[Sink]:
+        out: list[Sink] = []
+        if self.json:
+            out.append(ResultsFileSink(self.json, suites, environment, shard))
+        if self.saved_outputs:
+            out.append(SavedOutputsSink(self.saved_outputs))
+        if self.junit:
+            out.append(JUnitSink(self.junit))
+        if self.markdown:
+            out.append(MarkdownSink(self.markdown, suites, environment, shard))
+        return out
