@@ -32,6 +32,7 @@ endif
 lint: $(STAMP)
 	$(BIN)/ruff check ddbench tests
 	$(BIN)/ruff format --check ddbench tests
+	$(BIN)/lint-imports
 
 env: $(STAMP)
 	$(BIN)/ddbench env

@@ -248,7 +248,7 @@ def test_backend_that_raises_is_an_error_not_a_crash(tmp_path, plugins):
     suite = write_suite(tmp_path, candidate="exploding", cases=TWO_CASES)
     result, doc = run_json(tmp_path, suite, "--backend", plugin("Exploding"))
     assert result.exit_code == 1, result.output
-    assert "0 passed, 2 failed" in result.stdout
+    assert "0 passed, 0 failed, 2 errors" in result.stdout
     assert doc["complete"] is True  # the run went on to the next case
     for case in doc["cases"]:
         assert case["status"] == "error"

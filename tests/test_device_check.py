@@ -30,8 +30,7 @@ def test_gpu_subset_is_gpu_sized_and_bounded():
 
 
 def test_emulation_is_swapped_for_the_hardware_kernel():
-    case = check._cases("suites/smoke.json", None)[0]
-    names = check._gpu_backends(case)
+    names = check._gpu_backends("suites/smoke.json")
     assert "cuda" in names and "cuda-emu" not in names and "triton" in names
 
 

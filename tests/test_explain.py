@@ -16,6 +16,7 @@ from ddbench.backends.reference import ReferenceBackend
 from ddbench.cli.main import cli
 from ddbench.errors import InputError
 from ddbench.explain import HYPOTHESES, Explainer
+from ddbench.explain.attach import diagnose_failures
 from ddbench.explain.attention import correct_plan, evaluate
 from ddbench.explain.error_map import draft_depths
 from ddbench.explain.rank import EXPLAINED, MATCHES_REFERENCE, UNEXPLAINED
@@ -192,7 +193,7 @@ def test_mutant_backends_by_name():
 def test_a_failing_pair_of_a_run_carries_its_diagnosis(cases):
     case = cases["mix"]
     backends = {n: get_backend(n) for n in ("reference-fp64", "mutant:draft-missing", "reference")}
-    result = run_case(case, backends, torch.device("cpu"))
+    result = run_case(case, backends, torch.device("cpu"), diagnose=diagnose_failures)
     failing = [p for p in result.pairs if p.verdict.status == "fail"]
     assert [p.candidate for p in failing] == ["mutant:draft-missing"]
     assert failing[0].diagnosis["hypothesis"] == "draft-missing"

@@ -29,7 +29,7 @@ from ddbench.kernel.resources import (
     sass_census,
     violations,
 )
-from ddbench.suite.presets import HEAD_DIM_QK, HEAD_DIM_V
+from ddbench.mla import HEAD_DIM_QK, HEAD_DIM_V
 
 KERNEL_SOURCE = find_kernels_dir() / "verify" / "verify_attn.cuh"
 VERIFY = "verify_attention_kernel"

@@ -326,7 +326,8 @@ def test_update_refuses_a_backend_no_bound_judged(tmp_path, plugins):
     suite.write_text(json.dumps(document))
     result = _update(tmp_path, suite)
     text = " ".join(result.output.split())  # rich wraps long lines
-    assert result.exit_code == 1 and "reference-fp64: parity not judged" in text
+    # Refused before any work, as every command refuses a backend that nothing would judge.
+    assert result.exit_code == 2 and "reference-fp64: no parity bound of the selected cases judges" in text
     assert not _stored(tmp_path)
 
 

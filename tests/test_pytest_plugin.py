@@ -127,7 +127,7 @@ def test_parity_failure_fails_the_test_and_unavailable_backends_skip(workdir):
 def test_bad_suite_is_a_usage_error(workdir):
     (workdir / "bad.json").write_text('{"name": "bad", "cases": [{"tree": {"kind": "chain"}}]}')
     run = pytest_run(workdir, "--ddbench-suite", "bad.json")
-    assert run.returncode == 4  # pytest's usage error
+    assert run.returncode == 2  # ddbench's bad-input exit code, as `ddbench run` gives
     assert "--ddbench-suite: bad.json" in run.stderr
 
 

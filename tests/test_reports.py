@@ -23,14 +23,14 @@ from ddbench.backends.reference import ReferenceBackend
 from ddbench.cli.main import cli
 from ddbench.errors import InputError
 from ddbench.report.bandwidth import bytes_read, floor_us, known_bandwidth
-from ddbench.results.document import results_document
 from ddbench.report.latency_series import latency_groups
 from ddbench.report.markdown_summary import summary_markdown
 from ddbench.report.plot_report import bandwidth_floor
+from ddbench.report.ulp_distributions import Histogram, figure_distributions
+from ddbench.results.document import results_document
 from ddbench.results.read import read_results
 from ddbench.results.results_file import ResultsFile
 from ddbench.results.schema import results_problems, results_schema
-from ddbench.report.ulp_distributions import Histogram, figure_distributions
 
 ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_MODULE = "ddbench_test_reports_plugins"
@@ -109,7 +109,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
         failing = [
             *common,
             "-k",
-            "ragged or p17-star",
+            "ragged or p17-star3",
             "--no-timing",
             "--backend",
             f"{PLUGIN_MODULE}:Scaled",
@@ -134,9 +134,9 @@ def test_schema_is_valid_draft_2020_12_and_shipped_as_package_data():
     import jsonschema
 
     jsonschema.Draft202012Validator.check_schema(results_schema())
-    assert resources.files("ddbench.report").joinpath("results.schema.json").is_file()
+    assert resources.files("ddbench.results").joinpath("results.schema.json").is_file()
     package_data = (ROOT / "pyproject.toml").read_text().split("[tool.setuptools.package-data]")[1]
-    assert '"report/*.json"' in package_data.split("\n[")[0]  # tomllib is 3.11+; the project supports 3.10
+    assert '"results/*.json"' in package_data.split("\n[")[0]  # tomllib is 3.11+; the project supports 3.10
 
 
 @pytest.mark.parametrize("name", ["parity", "timed", "failing"])
@@ -209,7 +209,7 @@ def test_report_refuses_missing_or_invalid_files_with_exit_2(tmp_path, content, 
 def test_run_markdown_is_the_summary_of_its_results_file(runs):
     text = runs["markdown"].read_text()
     assert text == summary_markdown(load(runs["timed"]))
-    assert text.startswith("## ddbench: passed — 5 cases (5 pass, 0 fail, 0 error, 0 skipped)")
+    assert text.startswith("## ddbench: passed — 5 cases (5 passed, 0 failed, 0 errors, 0 skipped)")
     assert "### Failures" not in text
     parity = text.split("### Parity")[1].split("### Latency")[0]
     assert "| case | pair | max row ULP | mean row ULP | verdict |" in parity

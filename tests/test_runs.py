@@ -155,6 +155,10 @@ def test_each_case_runs_only_its_own_backends(tmp_path):
                 "label": "b",
                 "tree": {"kind": "chain", "length": 3},
                 "backends": ["reference", "reference-fp64", "captured"],
+                "parity": [
+                    {"candidate": "reference", "against": "reference-fp64", "max_row_ulp": 1},
+                    {"candidate": "captured", "against": "reference-fp64", "max_row_ulp": 1},
+                ],
             },
         ],
     }

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import inspect
+import types
 from collections.abc import Callable
 from importlib.metadata import entry_points
 
@@ -45,14 +47,45 @@ def is_plugin_spec(arg: str) -> bool:
 
 
 def _instantiate(obj: object, origin: str) -> Backend:
-    """Accept a backend instance, a class, or a zero-argument factory."""
-    candidate = obj() if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "run")) else obj
+    """Accept a backend instance, a class, or a zero-argument factory; anything else is the user's error."""
+    candidate = obj
+    if isinstance(obj, type) or (callable(obj) and not hasattr(obj, "run")):
+        if not isinstance(obj, type) and not _zero_argument_python_callable(obj):
+            raise InputError(
+                "is not a backend, a backend class or a zero-argument factory written in Python "
+                f"({type(obj).__name__} {getattr(obj, '__name__', '')!s} is not called)",
+                path=origin,
+            )
+        try:
+            candidate = obj()
+        except Exception as err:  # os:system, a class needing arguments: not a backend factory
+            raise InputError(
+                f"is not a backend, a backend class or a zero-argument factory: calling it raised "
+                f"{type(err).__name__}: {err}",
+                path=origin,
+            ) from None
     missing = [attr for attr in ("name", "availability", "run") if not hasattr(candidate, attr)]
     if missing:
         raise InputError(
             f"does not implement the backend protocol (missing {', '.join(missing)})", path=origin
         )
+    if not isinstance(candidate.name, str) or not candidate.name:  # type: ignore[attr-defined]
+        raise InputError("its `name` must be a non-empty string", path=origin)
     return candidate  # type: ignore[return-value]
+
+
+def _zero_argument_python_callable(obj: object) -> bool:
+    """A factory we may call: Python code with no required parameter (never a builtin such as os.abort)."""
+    if isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType)):
+        return False
+    try:
+        signature = inspect.signature(obj)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return all(
+        p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        for p in signature.parameters.values()
+    )
 
 
 def _entry_points() -> dict[str, object]:

@@ -25,9 +25,10 @@ import torch
 from ddbench.atomic import write_json_atomic
 from ddbench.backends import get_backend
 from ddbench.environment import environment
-from ddbench.results.results_file import ResultsFile
-from ddbench.runner import run_case
+from ddbench.runner import Session, SessionOptions
+from ddbench.runner.sinks import ResultsFileSink
 from ddbench.suite import Case, load_suite
+from ddbench.suite.model import ANY_BACKEND
 from ddbench.suite.select import case_filter
 from ddbench.timing.settings import TimingSettings
 
@@ -53,10 +54,18 @@ def _cases(path: str, expression: str | None) -> list[Case]:
     return [c for c in load_suite(path).cases if keep(c)]
 
 
-def _gpu_backends(case: Case) -> list[str]:
-    """The suite's backends with the emulation swapped for the hardware kernel."""
-    names = [("cuda" if n == "cuda-emu" else n) for n in case.backends] or ["reference", "triton", "cuda"]
-    return list(dict.fromkeys([*names, "cuda"]))
+def _gpu_backends(path: str) -> tuple[str, ...]:
+    """What the suite's bounds name, with the hardware kernel in place of its emulation."""
+    names = [n for c in load_suite(path).cases for b in c.parity for n in (b.candidate, b.against)]
+    swapped = ("cuda" if n == "cuda-emu" else n for n in [*names, "cuda"] if n != ANY_BACKEND)
+    return tuple(dict.fromkeys(swapped))
+
+
+def _gpu_session(path: str, expression: str | None, **options: Any) -> Session:
+    backends = _gpu_backends(path)
+    return Session(
+        SessionOptions(suites=(path,), filter_expr=expression, backends=backends, device="cuda", **options)
+    )
 
 
 def step_build() -> dict[str, Any]:
@@ -74,32 +83,27 @@ def step_primitives() -> dict[str, Any]:
 
 def step_parity(out_dir: Path) -> dict[str, Any]:
     deadline = time.perf_counter() + PARITY_DEADLINE_S
-    backends: dict[str, Any] = {}
     summary: dict[str, Any] = {"suites": {}, "worst_max_row_ulp": {}, "failures": [], "truncated": False}
     for path, expression in PARITY_SUITES:
-        results = ResultsFile(out_dir / f"parity-{Path(path).stem}.json", [path], environment())
-        counts = {"pass": 0, "fail": 0, "error": 0, "skipped": 0}
-        for case in _cases(path, expression):
-            if time.perf_counter() > deadline:
-                summary["truncated"] = True
-                break
-            names = _gpu_backends(case)
-            for name in names:
-                backends.setdefault(name, get_backend(name))
-            result = run_case(case, {n: backends[n] for n in names}, torch.device("cuda"))
-            results.add(result)
-            counts[result.status] += 1
-            if result.status in ("fail", "error"):
+        session = _gpu_session(path, expression)
+        sink = ResultsFileSink(out_dir / f"parity-{Path(path).stem}.json", [path], environment(), None)
+        outcome = session.run([sink], deadline=deadline)
+        summary["truncated"] |= not outcome.complete
+        summary["suites"][path] = outcome.summary
+        for result in outcome.results:
+            if result.status.failed:
                 summary["failures"].append(
-                    {"case": case.id, "pairs": [p.to_json() for p in result.pairs], "error": result.error}
+                    {
+                        "case": result.case.id,
+                        "pairs": [p.to_json() for p in result.pairs],
+                        "error": result.error,
+                    }
                 )
             for pair in result.pairs:
                 if pair.figures is not None:
                     key = f"{pair.candidate} vs {pair.against}"
                     worst = summary["worst_max_row_ulp"].get(key, 0.0)
                     summary["worst_max_row_ulp"][key] = max(worst, pair.figures.max_row_ulp)
-        results.finish()
-        summary["suites"][path] = counts
     summary["ok"] = not summary["failures"]
     return summary
 
@@ -142,29 +146,34 @@ def step_sanitizer() -> dict[str, Any]:
 
 
 def step_latency() -> dict[str, Any]:
-    """cuda vs triton, interleaved, in CUDA-graph mode: the run's own sampler on a few GPU-sized cases."""
-    from ddbench.inputs import generate_inputs
-    from ddbench.runner.timing import input_sets
-    from ddbench.timing.sampler import measure
-
-    backends = {"cuda": get_backend("cuda"), "triton": get_backend("triton")}
+    """cuda vs triton, interleaved, in CUDA-graph mode: the Session's own timing on a few GPU-sized cases."""
     rows = []
     for path, expression in LATENCY_CASES:
-        for case in _cases(path, expression or None)[:1]:
-            sets = input_sets(
-                case, generate_inputs(case, "cuda"), LATENCY_SETTINGS.input_sets, torch.device("cuda")
-            )
-            measured, (ratio,) = measure(backends, sets, LATENCY_SETTINGS, [("cuda", "triton")])
+        session = _gpu_session(
+            path,
+            expression or None,
+            timing=True,
+            timing_mode="graph",
+            timing_settings=LATENCY_SETTINGS,
+            ratios=(("cuda", "triton"),),
+        )
+        for case in session.cases[:1]:
+            result = session.run_case(case)
+            if result.timing is None:
+                rows.append({"case": case.id, "error": result.error or "not timed"})
+                continue
+            measured, ratios = result.timing.measurements, result.timing.ratios
             rows.append(
                 {
                     "case": case.id,
+                    "status": str(result.status),
                     **{f"{n}_median_us": round(m.stats.median_us, 2) for n, m in measured.items()},
                     **{f"{n}_iqr_us": round(m.stats.iqr_us, 2) for n, m in measured.items()},
                     **{f"{n}_mode": m.mode for n, m in measured.items()},
-                    "ratio_cuda_over_triton": round(ratio.median, 3),
+                    "ratio_cuda_over_triton": round(ratios[0].median, 3) if ratios else None,
                 }
             )
-    return {"ok": True, "rows": rows}
+    return {"ok": all("error" not in r for r in rows), "rows": rows}
 
 
 def main() -> int:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from ddbench.inputs.layout import VerifyInputs
-from ddbench.suite.presets import HEAD_DIM_V
+from ddbench.mla import HEAD_DIM_V
 
 
 @dataclass(frozen=True)

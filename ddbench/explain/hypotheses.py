@@ -23,7 +23,7 @@ from ddbench.explain.attention import (
     read_draft_mask,
 )
 from ddbench.inputs.layout import VerifyInputs
-from ddbench.suite.presets import HEAD_DIM_QK, HEAD_DIM_V, ROPE_DIM
+from ddbench.mla import HEAD_DIM_QK, HEAD_DIM_V, ROPE_DIM
 
 SCALE_576 = HEAD_DIM_QK**-0.5  # 1/sqrt(576): the absorbed width, a classic wrong scale
 SCALE_192 = 192**-0.5  # qk_head_dim^-0.5 without YaRN's mscale^2

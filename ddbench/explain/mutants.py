@@ -25,7 +25,7 @@ from ddbench.explain.hypotheses import HYPOTHESES, SCALE_192, SCALE_576, mistake
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.launch import PreparedLaunch, launch_for
 from ddbench.kernel.marshal import MASK_WORD_BITS, KernelInputs, marshal
-from ddbench.suite.presets import HEAD_DIM_V
+from ddbench.mla import HEAD_DIM_V
 
 REFERENCE_PREFIX, EMU_PREFIX = "mutant:", "mutant-emu:"
 

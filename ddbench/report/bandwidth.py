@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-KV_BYTES_PER_TOKEN = 576 * 2  # [latent 512 || rope 64] bf16, one KV head (MLA)
-Q_BYTES_PER_HEAD = 576 * 2
-OUT_BYTES_PER_HEAD = 512 * 2
+from ddbench.mla import BF16_BYTES, HEAD_DIM_QK, HEAD_DIM_V, KV_ROW_BYTES
+
+KV_BYTES_PER_TOKEN = KV_ROW_BYTES  # [latent 512 || rope 64] bf16, one KV head (MLA)
+Q_BYTES_PER_HEAD = HEAD_DIM_QK * BF16_BYTES
+OUT_BYTES_PER_HEAD = HEAD_DIM_V * BF16_BYTES
 
 # Peak DRAM bandwidth (GB/s) by GPU model, matched on the device name (lower case, every word present);
 # the more specific names come first.

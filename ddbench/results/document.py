@@ -34,8 +34,12 @@ def run_verdict(summary: Mapping[str, int], complete: bool) -> str:
     return "passed"
 
 
+_COUNTED = ((Status.PASS, "passed"), (Status.FAIL, "failed"), (Status.ERROR, "errors"), (Status.SKIPPED, "skipped"))
+
+
 def counts_text(summary: Mapping[str, int]) -> str:
-    return ", ".join(f"{summary.get(s.value, 0)} {s.value}" for s in Status)
+    """`2 passed, 1 failed, 0 errors, 3 skipped` (cases)."""
+    return ", ".join(f"{summary.get(status.value, 0)} {word}" for status, word in _COUNTED)
 
 
 def results_document(

@@ -33,6 +33,7 @@ from ddbench.runner.selection import load_suites, require_cases, select_cases
 from ddbench.runner.sinks import Sink
 from ddbench.suite import Case, Suite
 from ddbench.suite.model import ANY_BACKEND
+from ddbench.timing.settings import TimingSettings
 
 register_mutants()
 
@@ -50,6 +51,10 @@ class SessionOptions:
     reference_only: tuple[str, ...] = ()  # backends that are only a truth to compare against
     timing: bool | None = None  # None: the cases with a budget; True: every case; False: none
     timing_mode: str | None = None
+    timing_settings: TimingSettings | None = None  # replaces every budget's stopping rule (the device check)
+    max_rel_noise: float | None = None  # command-line overrides of the suites' timing settings
+    max_seconds: float | None = None
+    ratios: tuple[tuple[str, str], ...] = ()  # extra candidate/baseline ratios to measure in every timed case
     baseline_file: str | None = None
     device: str | None = None  # e.g. "cuda:1" (a pytest-xdist worker pinned to its GPU)
     diagnose: bool = True
@@ -89,6 +94,7 @@ class Session:
             cases = lend_bounds(cases, unnamed, options.judge_as)
         self.cases: list[Case] = cases
         wanted = {c.id: self._asked_for(c) for c in cases}
+        instances = self._instances(wanted)  # an unknown name is the first thing to say
         refuse_unjudged(cases, wanted, options.reference_only)
         self.roster: dict[str, list[str]] = {}  # case ID -> the judged backends and references it runs
         self.not_run: dict[str, int] = {}
@@ -99,7 +105,7 @@ class Session:
                 if role is Role.UNJUDGED:
                     self.not_run[name] = self.not_run.get(name, 0) + 1
         self.unavailable: dict[str, str] = {}
-        self.backends: dict[str, Backend] = self._resolve()
+        self.backends: dict[str, Backend] = self._available(instances)
         self.plan = {i: [n for n in names if n in self.backends] for i, names in self.roster.items()}
         self.device = torch.device(options.device) if options.device else preferred_device()
         self.baselines = BaselineSet(
@@ -131,11 +137,15 @@ class Session:
             names = [n for b in case.parity for n in (b.against, b.candidate) if n != ANY_BACKEND]
         return list(dict.fromkeys([*names, *(b.name for b in self.plugins.values())]))
 
-    def _resolve(self) -> dict[str, Backend]:
-        """Instantiate every backend the plan runs; any unavailable one stops the run (exit 3) before work."""
-        names = list(dict.fromkeys(n for names in self.roster.values() for n in names))
+    def _instances(self, wanted: dict[str, list[str]]) -> dict[str, Backend]:
+        names = list(dict.fromkeys(n for names in wanted.values() for n in names))
         by_name = {b.name: b for b in self.plugins.values()}
-        backends = {name: by_name.get(name) or get_backend(name) for name in names}
+        return {name: by_name.get(name) or get_backend(name) for name in names}
+
+    def _available(self, instances: dict[str, Backend]) -> dict[str, Backend]:
+        """The planned backends that can run here; any other stops the run (exit 3) before work."""
+        planned = set(n for names in self.roster.values() for n in names)
+        backends = {n: b for n, b in instances.items() if n in planned}
         for name, backend in backends.items():
             status = backend.availability()
             if not status.ok:
@@ -157,7 +167,15 @@ class Session:
         """One case on its planned backends, judged, diagnosed, timed per its budget (or `timing`)."""
         options = self.options
         wanted_timing = options.timing if timing is None else timing
-        budget = budget_for(case, wanted_timing, options.timing_mode)
+        budget = budget_for(
+            case,
+            wanted_timing,
+            options.timing_mode,
+            options.timing_settings,
+            options.ratios,
+            max_rel_noise=options.max_rel_noise,
+            max_seconds=options.max_seconds,
+        )
         baselines = self.baselines.latency(case) if budget else None
         backends = {n: self.backends[n] for n in self.plan[case.id]}
 

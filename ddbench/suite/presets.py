@@ -9,10 +9,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-KV_LORA_RANK = 512
-ROPE_DIM = 64
-HEAD_DIM_QK = KV_LORA_RANK + ROPE_DIM  # 576: absorbed query/key width, [latent || rope]
-HEAD_DIM_V = KV_LORA_RANK  # 512: V is the latent part of the same pool row
+from ddbench.mla import HEAD_DIM_QK, HEAD_DIM_V, KV_LORA_RANK, ROPE_DIM
+
+__all__ = ["HEAD_DIM_QK", "HEAD_DIM_V", "KV_LORA_RANK", "ROPE_DIM"]
 _QK_NOPE_PLUS_ROPE = 128 + ROPE_DIM  # 192: the per-head width the model was trained with
 
 
