@@ -43,6 +43,14 @@ class Scaled:
         return (ReferenceBackend().run(inputs) * 1.05).to(torch.bfloat16)
 
 
+class Ones(Scaled):
+    name = "ones"
+
+    def run(self, inputs):
+        inputs.o_extend.fill_(1.0)
+        return inputs.o_extend
+
+
 class Missing(Scaled):
     name = "missing"
 
@@ -50,6 +58,7 @@ class Missing(Scaled):
         return Availability.no("needs a GPU")
 """
 
+REFERENCE_BOUND = {"candidate": "reference", "against": "reference-fp64", "max_row_ulp": 3.0}
 MACHINE_KEYS = {"device_key", "gpu", "gpu_driver", "cuda", "torch", "triton", "sglang"}
 EXTRA_KEYS = {"case_id", "backend", "workload_hash", "q_len", "heads", "prefix_lens"}
 
@@ -137,3 +146,31 @@ def test_without_the_option_the_plugin_adds_nothing(workdir):
     assert run.returncode == 0, run.stdout + run.stderr
     assert "test_plain.py::test_plain" in run.stdout
     assert "ddbench" not in run.stdout and "1 test collected" in run.stdout
+
+
+def test_a_backend_no_bound_judges_stops_pytest_with_exit_2(workdir):
+    """The false green: `--ddbench-backends reference,mykern:Wrong` used to PASS a kernel returning ones."""
+    (workdir / "judged.json").write_text(
+        json.dumps({**SUITE, "defaults": {**SUITE["defaults"], "parity": [REFERENCE_BOUND]}})
+    )
+    backends = "reference,reference-fp64,ddbench_test_plugin_backends:Ones"
+    refused = pytest_run(workdir, "--ddbench-suite", "judged.json", "--ddbench-backends", backends)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "ones" in refused.stderr and "no parity bound" in refused.stderr
+    judged = pytest_run(
+        workdir, "--ddbench-suite", "judged.json", "--ddbench-backends", backends, "--ddbench-as", "reference"
+    )
+    assert judged.returncode == 1 and "2 failed, 4 passed" in judged.stdout, judged.stdout
+
+
+def test_xdist_spreads_the_suite_and_merges_one_results_file(workdir):
+    out = workdir / "parity.json"
+    args = ["-n", "2", "--ddbench-suite", "suite.json", "--ddbench-backends", "reference,reference-fp64"]
+    run = pytest_run(workdir, *args, "--ddbench-json", str(out))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "4 passed" in run.stdout
+    document = json.loads(out.read_text())
+    assert document["complete"] is True and document["summary"] == {"pass": 2}
+    assert sorted(c["id"].split(".")[0] for c in document["cases"]) == ["one", "two"]
+    assert len(document["shards"]) == 2  # one part per worker, merged; the parts are gone
+    assert not list(workdir.glob("parity.json.gw*"))
