@@ -42,6 +42,16 @@ def baseline_group() -> None:
 @click.option("-k", "filter_expr", help="Only the cases matching this filter.")
 @click.option("--root", type=click.Path(file_okay=False), default=str(DEFAULT_ROOT), show_default=True)
 @click.option(
+    "--max-rel-noise",
+    type=click.FloatRange(min=0.0, min_open=True),
+    help="Override timing.max_rel_noise: the noise above which a case is left out.",
+)
+@click.option(
+    "--max-seconds",
+    type=click.FloatRange(min=0.0, min_open=True),
+    help="Override timing.max_seconds: more sampling time lowers the noise of a slow case.",
+)
+@click.option(
     "--strict", is_flag=True, help="Refuse the whole update if any case was too noisy (default: skip it)."
 )
 def update_command(
@@ -51,6 +61,8 @@ def update_command(
     as_backend: str | None,
     filter_expr: str | None,
     root: str,
+    max_rel_noise: float | None,
+    max_seconds: float | None,
     strict: bool,
 ) -> None:
     """Time the suite and store the result — only cases whose parity passed and whose timing was quiet.
@@ -67,6 +79,8 @@ def update_command(
             plugins=backend_specs,
             judge_as=as_backend,
             timing=True,
+            max_rel_noise=max_rel_noise,
+            max_seconds=max_seconds,
         )
     )
     (loaded,) = session.suites

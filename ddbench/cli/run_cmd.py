@@ -53,6 +53,16 @@ from ddbench.timing.settings import MODES
 )
 @click.option("--timing-mode", type=click.Choice(MODES), help="Override the budgets' timing mode (GPU only).")
 @click.option(
+    "--max-rel-noise",
+    type=click.FloatRange(min=0.0, min_open=True),
+    help="Override timing.max_rel_noise (IQR/median above which a timing may not become a baseline).",
+)
+@click.option(
+    "--max-seconds",
+    type=click.FloatRange(min=0.0, min_open=True),
+    help="Override timing.max_seconds (sampling time per case before the sampler stops).",
+)
+@click.option(
     "--baseline",
     "baseline_file",
     type=click.Path(dir_okay=False),
@@ -79,6 +89,8 @@ def run_command(
     outputs_dir: str | None,
     timing: bool | None,
     timing_mode: str | None,
+    max_rel_noise: float | None,
+    max_seconds: float | None,
     baseline_file: str | None,
     shard: str | None,
     markdown_path: str | None,
@@ -96,6 +108,8 @@ def run_command(
         reference_only=tuple(split_names(reference_only) or ()),
         timing=timing,
         timing_mode=timing_mode,
+        max_rel_noise=max_rel_noise,
+        max_seconds=max_seconds,
         baseline_file=baseline_file,
     )
     outputs = OutputPaths(json=json_path, junit=junit_path, markdown=markdown_path, saved_outputs=outputs_dir)
