@@ -15,6 +15,7 @@ import json
 import os
 import stat
 import tempfile
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -76,21 +77,40 @@ def _process_alive(pid: int) -> bool:
     return True
 
 
+# Folder -> its hidden `.tmp` names, listed once per process: a folder of many files (captures) written one
+# by one must not be listed again at every write. Writers that died before this process started left theirs
+# in that listing; one that dies later is cleaned up by the next process.
+_temp_names: dict[str, list[str]] = {}
+_temp_names_lock = threading.Lock()
+
+
+def _hidden_temp_names(folder: Path) -> list[str]:
+    key = os.path.abspath(folder)
+    with _temp_names_lock:
+        if key not in _temp_names:
+            try:
+                with os.scandir(folder) as items:
+                    names = [i.name for i in items if i.name.startswith(".") and i.name.endswith(TMP_SUFFIX)]
+            except OSError:
+                names = []
+            _temp_names[key] = names
+        return _temp_names[key]
+
+
 def remove_stale_temp_files(path: Path, now: float | None = None) -> list[Path]:
     """Remove temp files of `path` left by writers that died; returns what was removed (best effort)."""
     now = time.time() if now is None else now
     removed = []
-    try:
-        siblings = list(os.scandir(path.parent))
-    except OSError:
-        return removed
-    for item in siblings:
-        ours, pid = temp_file_writer(path.name, item.name)
+    names = _hidden_temp_names(path.parent)
+    for name in list(names):
+        ours, pid = temp_file_writer(path.name, name)
         if not ours:
             continue
+        candidate = path.parent / name
         try:
-            info = item.stat(follow_symlinks=False)
+            info = candidate.lstat()
         except OSError:
+            names.remove(name)  # gone already
             continue
         if not stat.S_ISREG(info.st_mode):
             continue
@@ -98,9 +118,10 @@ def remove_stale_temp_files(path: Path, now: float | None = None) -> list[Path]:
         stale = age > LEGACY_STALE_AFTER_S if pid is None else age > STALE_AFTER_S and not _process_alive(pid)
         if stale:
             try:
-                os.unlink(item.path)
-                removed.append(Path(item.path))
-            except OSError:
+                candidate.unlink()
+                names.remove(name)
+                removed.append(candidate)
+            except (OSError, ValueError):
                 pass
     return removed
 

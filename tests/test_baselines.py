@@ -32,7 +32,7 @@ from ddbench.cli.main import cli
 from ddbench.errors import InputError
 from ddbench.metrics import PASS, Verdict
 from ddbench.metrics.latency_verdict import LatencyVerdict
-from ddbench.report.junit import junit_xml, xml_text
+from ddbench.report.junit import junit_xml, write_junit, xml_text
 from ddbench.runner.results import CaseResult, PairResult
 from ddbench.runner.timing import CaseTiming
 from ddbench.suite.budget import Budget
@@ -106,6 +106,13 @@ def test_a_file_written_before_the_typed_entry_still_loads(tmp_path):
     first = path.read_bytes()
     save_baseline(path, load_baseline(path))
     assert path.read_bytes() == first and load_baseline(path).entries == loaded.entries
+
+
+def test_top_level_fields_it_does_not_know_survive_an_update(tmp_path):
+    path = write_baseline(tmp_path / "s.json", {"c": 10.0})
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"note": "measured after the driver update"}))
+    update_baseline(path, "cpu-x", "s", {"d": {"b": entry(5.0)}})
+    assert json.loads(path.read_text())["note"] == "measured after the driver update"
 
 
 @pytest.mark.parametrize(
@@ -336,6 +343,20 @@ def test_baseline_set_checks_the_file_and_the_workload_hash(tmp_path):
         BaselineSet("cpu-x", path).latency(other)
 
 
+def test_show_of_a_suite_refuses_a_stored_file_of_another_device(tmp_path):
+    from ddbench.backends import preferred_device
+    from ddbench.baselines.device import device_key
+
+    suite = tmp_path / "lat.json"
+    suite.write_text(json.dumps(SUITE))
+    here = device_key(preferred_device())
+    write_baseline(tmp_path / "root" / here / "lat.json", {"c": 10.0}, device="nvidia-h200", suite="lat")
+    refused(invoke("baseline", "show", suite, "--root", tmp_path / "root"), "is for device nvidia-h200")
+    write_baseline(tmp_path / "root" / here / "lat.json", {"c": 10.0}, device=here, suite="lat")
+    shown = invoke("baseline", "show", suite, "--root", tmp_path / "root")
+    assert shown.exit_code == 0 and "10.00" in shown.output, shown.output
+
+
 def test_run_refuses_a_baseline_of_another_device(tmp_path):
     suite = tmp_path / "lat.json"
     suite.write_text(json.dumps(SUITE))
@@ -391,6 +412,16 @@ def test_a_write_removes_stale_temp_files_of_dead_writers_only(tmp_path):
     left = {p.name for p in tmp_path.iterdir()}
     assert left == {"r.json", young.name} | {n for n, stale in names.items() if not stale}
     assert target.read_text() == "new"
+
+
+def test_a_folder_is_listed_once_however_many_files_are_written_into_it(tmp_path, monkeypatch):
+    """Capture folders fill up one file at a time: listing the folder at every write would be quadratic."""
+    listings = []
+    real = atomic.os.scandir
+    monkeypatch.setattr(atomic.os, "scandir", lambda folder: listings.append(folder) or real(folder))
+    for i in range(20):
+        atomic.write_atomic(tmp_path / f"capture-{i}.bin", b"x")
+    assert len(listings) == 1 and len(list(tmp_path.iterdir())) == 20
 
 
 def test_temp_names_carry_the_writers_pid(tmp_path, monkeypatch):
@@ -540,3 +571,14 @@ def test_junit_of_a_case_id_with_control_characters_parses():
     assert root.find(".//failure").get("message") == "row 3\\x00 off"
     assert root.find(".//error").text == "bad\\x0bfile"
     assert xml_text("tab\tnew\nline é") == "tab\tnew\nline é"  # what XML can hold is left alone
+
+
+def test_junit_written_after_every_case_is_valid_each_time(tmp_path):
+    path = tmp_path / "j.xml"
+    atomic.check_writable(path, "--junit")
+    results = []
+    for label in ("a\x02", "b"):
+        results.append(CaseResult(dataclasses.replace(one_case(), id=label), error="no inputs"))
+        write_junit(path, results)
+        root = ET.parse(path).getroot()
+        assert len(list(root.iter("testcase"))) == len(results)

@@ -30,6 +30,7 @@ DEFAULT_ROOT = Path("baselines")
 MAX_BASELINE_BYTES = 256 * 1024 * 1024  # summaries only, no raw samples: far above any real suite's file
 
 Entries = dict[str, dict[str, BaselineEntry]]  # case ID -> backend -> entry
+_TOP_LEVEL = ("format", "version", "device", "suite", "entries")
 
 
 def baseline_path(device: str, suite: str, root: Path = DEFAULT_ROOT) -> Path:
@@ -41,6 +42,7 @@ class BaselineFile:
     device: str
     suite: str
     entries: Entries = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # top-level fields this version does not know, kept
 
     def entry(self, case_id: str, backend: str) -> BaselineEntry | None:
         return self.entries.get(case_id, {}).get(backend)
@@ -51,10 +53,11 @@ class BaselineFile:
 
     def copy(self) -> BaselineFile:
         """A copy whose entry tables can change without touching this one (the entries are frozen)."""
-        return BaselineFile(self.device, self.suite, {c: dict(b) for c, b in self.entries.items()})
+        entries = {c: dict(b) for c, b in self.entries.items()}
+        return BaselineFile(self.device, self.suite, entries, dict(self.extra))
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        return self.extra | {
             "format": FORMAT,
             "version": FORMAT_VERSION,
             "device": self.device,
@@ -125,7 +128,8 @@ def baseline_from_json(document: Any, file: str) -> BaselineFile:
                 raise InputError(
                     f"not a usable baseline entry: {err.reason}", file=file, path=where
                 ) from None
-    return BaselineFile(document["device"], document["suite"], entries)
+    extra = {k: v for k, v in document.items() if k not in _TOP_LEVEL}
+    return BaselineFile(document["device"], document["suite"], entries, extra)
 
 
 def check_baseline_for(
