@@ -65,11 +65,12 @@ def invoke(*args: str):
     return CliRunner().invoke(cli, [str(a) for a in args])
 
 
-def refused(result, *needles: str) -> bool:
+def assert_refused(result, *needles: str) -> None:
+    """Exit 2, no traceback, and every needle in the message (rich wraps long lines, so spaces are joined)."""
     text = " ".join(result.output.split())
-    return (
-        result.exit_code == 2 and "Traceback" not in text and all(n in text for n in needles)
-    ) or pytest.fail(f"exit {result.exit_code}, wanted 2 with {needles}:\n{result.output}")
+    assert result.exit_code == 2 and "Traceback" not in text and all(n in text for n in needles), (
+        f"exit {result.exit_code}, wanted 2 with {needles}:\n{result.output}"
+    )
 
 
 # --- 1. typed entries ---------------------------------------------------------------------------------------
@@ -188,7 +189,7 @@ def test_impossible_latency_figures_are_refused_at_load(tmp_path, figure, value,
     document["entries"]["case-1"]["tri"]["latency"][figure] = value
     path.write_text(json.dumps(document))  # json writes NaN / Infinity, as a hand edit can
     for args in (["baseline", "show", path], ["baseline", "diff", path, path]):
-        refused(invoke(*args), "hand-edited.json", "entries.case-1.tri.latency", named)
+        assert_refused(invoke(*args), "hand-edited.json", "entries.case-1.tri.latency", named)
 
 
 def test_compare_tables_refuses_a_median_it_cannot_divide_by():
@@ -206,7 +207,7 @@ def test_compare_tables_refuses_a_median_it_cannot_divide_by():
 
 def test_diff_refuses_a_nan_tolerance(tmp_path):
     path = write_baseline(tmp_path / "b.json", {"c": 10.0})
-    refused(invoke("baseline", "diff", path, path, "--tolerance", "nan"), "--tolerance")
+    assert_refused(invoke("baseline", "diff", path, path, "--tolerance", "nan"), "--tolerance")
 
 
 # --- results files: the schema first, then the figures ------------------------------------------------------
@@ -293,7 +294,7 @@ def test_diff_of_a_malformed_results_file_is_exit_2(tmp_path, timed_results, edi
     baseline = tmp_path / "b.json"
     baseline.write_text(timed_results.read_text())  # a results file on both sides: both are checked
     for args in ([results, baseline], [baseline, results]):
-        refused(invoke("baseline", "diff", *args), "results.json", named)
+        assert_refused(invoke("baseline", "diff", *args), "results.json", named)
 
 
 @pytest.mark.parametrize(
@@ -303,11 +304,11 @@ def test_diff_of_a_malformed_results_file_is_exit_2(tmp_path, timed_results, edi
 def test_unparseable_baselines_are_exit_2(tmp_path, content):
     path = tmp_path / "b.json"
     path.write_text(content)
-    refused(invoke("baseline", "show", path), "b.json")
+    assert_refused(invoke("baseline", "show", path), "b.json")
 
 
 def test_a_baseline_that_is_not_a_regular_file_is_refused(tmp_path):
-    refused(invoke("baseline", "diff", "/dev/zero", "/dev/zero"), "/dev/zero", "not a regular file")
+    assert_refused(invoke("baseline", "diff", "/dev/zero", "/dev/zero"), "/dev/zero", "not a regular file")
 
 
 # --- 3. device and suite ------------------------------------------------------------------------------------
@@ -351,7 +352,9 @@ def test_show_of_a_suite_refuses_a_stored_file_of_another_device(tmp_path):
     suite.write_text(json.dumps(SUITE))
     here = device_key(preferred_device())
     write_baseline(tmp_path / "root" / here / "lat.json", {"c": 10.0}, device="nvidia-h200", suite="lat")
-    refused(invoke("baseline", "show", suite, "--root", tmp_path / "root"), "is for device nvidia-h200")
+    assert_refused(
+        invoke("baseline", "show", suite, "--root", tmp_path / "root"), "is for device nvidia-h200"
+    )
     write_baseline(tmp_path / "root" / here / "lat.json", {"c": 10.0}, device=here, suite="lat")
     shown = invoke("baseline", "show", suite, "--root", tmp_path / "root")
     assert shown.exit_code == 0 and "10.00" in shown.output, shown.output
@@ -361,15 +364,17 @@ def test_run_refuses_a_baseline_of_another_device(tmp_path):
     suite = tmp_path / "lat.json"
     suite.write_text(json.dumps(SUITE))
     path = write_baseline(tmp_path / "b.json", {"c": 10.0}, device="nvidia-h200", suite="lat")
-    refused(invoke("run", suite, "--baseline", path), "b.json", "is for device nvidia-h200")
+    assert_refused(invoke("run", suite, "--baseline", path), "b.json", "is for device nvidia-h200")
 
 
 def test_diff_refuses_files_of_different_devices_or_suites_unless_allowed(tmp_path):
     a = write_baseline(tmp_path / "a.json", {"c": 10.0}, device="nvidia-h200")
     b = write_baseline(tmp_path / "b.json", {"c": 10.0}, device="cpu-x86-64")
     c = write_baseline(tmp_path / "c.json", {"c": 10.0}, device="nvidia-h200", suite="other")
-    refused(invoke("baseline", "diff", a, b), "device nvidia-h200", "device cpu-x86-64", "--allow-mismatch")
-    refused(invoke("baseline", "diff", a, c), "suite s", "suite other")
+    assert_refused(
+        invoke("baseline", "diff", a, b), "device nvidia-h200", "device cpu-x86-64", "--allow-mismatch"
+    )
+    assert_refused(invoke("baseline", "diff", a, c), "suite s", "suite other")
     allowed = invoke("baseline", "diff", a, b, "--allow-mismatch")
     assert allowed.exit_code == 0 and "0 regressed" in allowed.output
 
@@ -377,9 +382,9 @@ def test_diff_refuses_files_of_different_devices_or_suites_unless_allowed(tmp_pa
 def test_diff_of_results_refuses_a_stored_baseline_of_another_device(tmp_path, timed_results):
     results = results_with(tmp_path, timed_results, {"reference": 100.0})
     stored_for(results, tmp_path / "root", 100.0, device="nvidia-h200")  # copied into the wrong folder
-    refused(invoke("baseline", "diff", results, "--root", tmp_path / "root"), "device nvidia-h200")
+    assert_refused(invoke("baseline", "diff", results, "--root", tmp_path / "root"), "device nvidia-h200")
     missing = invoke("baseline", "diff", results, "--root", tmp_path / "elsewhere")
-    refused(missing, "no baseline stored for device")
+    assert_refused(missing, "no baseline stored for device")
 
 
 # --- 5. temp files of dead writers --------------------------------------------------------------------------
@@ -545,13 +550,13 @@ def test_commands_check_their_output_locations_first(tmp_path, timed_results):
     a_file = tmp_path / "file"
     a_file.write_text("x")
     results = results_with(tmp_path, timed_results)
-    refused(invoke("merge", results, "-o", results), "-o", "is the input")
-    refused(invoke("merge", results, "-o", a_file / "m.json"), "-o", "is not a folder")
-    refused(invoke("report", results, "--out", a_file / "plots"), "--out")
-    refused(invoke("report", results, "--markdown", a_file / "s.md"), "--markdown")
+    assert_refused(invoke("merge", results, "-o", results), "-o", "is the input")
+    assert_refused(invoke("merge", results, "-o", a_file / "m.json"), "-o", "is not a folder")
+    assert_refused(invoke("report", results, "--out", a_file / "plots"), "--out")
+    assert_refused(invoke("report", results, "--markdown", a_file / "s.md"), "--markdown")
     suite = tmp_path / "lat.json"
     suite.write_text(json.dumps(SUITE))
-    refused(invoke("baseline", "update", suite, "--root", a_file / "b"), "--root", "is not a folder")
+    assert_refused(invoke("baseline", "update", suite, "--root", a_file / "b"), "--root", "is not a folder")
 
 
 # --- 8. JUnit -----------------------------------------------------------------------------------------------

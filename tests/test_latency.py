@@ -239,9 +239,7 @@ def test_update_writes_a_baseline_and_run_judges_against_it(tmp_path, plugins):
     case = json.loads((tmp_path / "r.json").read_text())["cases"][0]
     (check,) = [c for c in case["latency"]["verdict"]["checks"] if c["kind"] == "regression"]
     assert check["status"] in (PASS, FAIL)
-    assert (
-        f"baseline {entry.latency.median_us:.2f} us" in check["detail"]
-    )  # judged against the stored one
+    assert f"baseline {entry.latency.median_us:.2f} us" in check["detail"]  # judged against the stored one
 
 
 def test_update_refused_on_a_parity_failure(tmp_path, plugins):
