@@ -73,7 +73,7 @@ class BaselineEntry:
                 "stop_reason": self.stop_reason,
                 "sm_clock_mhz": self.sm_clock_mhz.to_json() if self.sm_clock_mhz else None,
                 "parity": {k: dict(v) for k, v in self.parity.items()},
-                "environment": self.environment,
+                "environment": dict(self.environment),
                 "date": self.date,
             }
         )
