@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from ddbench import atomic
 from ddbench.backends import Availability, registry
 from ddbench.backends.reference import ReferenceBackend
+from ddbench.baselines.entry import BaselineEntry
 from ddbench.baselines.store import BaselineFile, load_baseline, save_baseline
 from ddbench.cli.main import cli
 from ddbench.metrics.latency_verdict import FAIL, NO_BASELINE, PASS, regression
@@ -22,7 +23,7 @@ from ddbench.runner import run_case
 from ddbench.suite import parse_suite
 from ddbench.suite.budget import Budget, RatioLimit
 from ddbench.timing.settings import TimingSettings
-from ddbench.timing.stats import paired_ratio, summarize
+from ddbench.timing.stats import LatencyStats, paired_ratio, summarize
 
 QUICK = TimingSettings(
     warmup=1, min_samples=8, max_samples=60, max_seconds=0.4, target_rel_noise=0.02, input_sets=2
@@ -229,8 +230,8 @@ def test_update_writes_a_baseline_and_run_judges_against_it(tmp_path, plugins):
     stored = load_baseline(path)
     (entries,) = stored.entries.values()
     entry = entries["steady"]
-    assert entry["latency"]["median_us"] > 1500 and entry["parity"]["steady vs reference"]["max_row_ulp"] <= 1
-    assert entry["case_hash"] and entry["date"] and "packages" in entry["environment"]
+    assert entry.latency.median_us > 1500 and entry.parity["steady vs reference"]["max_row_ulp"] <= 1
+    assert entry.case_hash and entry.date and "packages" in entry.environment
     run = CliRunner().invoke(
         cli, ["run", str(suite), "--baseline", str(path), "--json", str(tmp_path / "r.json")]
     )
@@ -238,9 +239,7 @@ def test_update_writes_a_baseline_and_run_judges_against_it(tmp_path, plugins):
     case = json.loads((tmp_path / "r.json").read_text())["cases"][0]
     (check,) = [c for c in case["latency"]["verdict"]["checks"] if c["kind"] == "regression"]
     assert check["status"] in (PASS, FAIL)
-    assert (
-        f"baseline {entry['latency']['median_us']:.2f} us" in check["detail"]
-    )  # judged against the stored one
+    assert f"baseline {entry.latency.median_us:.2f} us" in check["detail"]  # judged against the stored one
 
 
 def test_update_refused_on_a_parity_failure(tmp_path, plugins):
@@ -331,9 +330,9 @@ def test_update_refuses_a_backend_no_bound_judged(tmp_path, plugins):
     assert not _stored(tmp_path)
 
 
-def _entry(median: float) -> dict:
+def _entry(median: float) -> BaselineEntry:
     stats = summarize([median * f for f in (0.99, 1.0, 1.0, 1.01)])
-    return {"latency": stats.to_json(), "mode": "host", "date": "2026-11-29"}
+    return BaselineEntry(LatencyStats.from_json(stats.to_json()), mode="host", date="2026-11-29")
 
 
 def test_baseline_show_and_diff_gate_a_regression(tmp_path):

@@ -248,7 +248,7 @@ def test_an_output_that_would_overwrite_the_suite_is_refused_before_running(tmp_
     suite = _suite(tmp_path, [FP64])
     before = Path(suite).read_text()
     result = _run("run", suite, option, suite)
-    assert result.exit_code == 2 and "is also an input of this run" in result.stderr
+    assert result.exit_code == 2 and "writing it would destroy it" in result.stderr
     assert Path(suite).read_text() == before
 
 

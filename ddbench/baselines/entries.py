@@ -5,9 +5,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from ddbench.baselines.checked_latency import checked_latency
+from ddbench.baselines.entry import BaselineEntry, ClockRange
 from ddbench.metrics import PASS, SKIPPED
 from ddbench.results.case_result import CaseResult
 from ddbench.suite.ids import workload_hash
+from ddbench.timing.stats import LatencyStats
 
 KERNEL_BACKENDS = ("cuda", "cuda-emu")
 
@@ -30,6 +33,11 @@ def refusal_reasons(result: CaseResult) -> list[str]:
         return reasons
     limit = result.timing.budget.timing.max_rel_noise
     for name, m in result.timing.measurements.items():
+        try:
+            checked_latency(m.stats.to_json())
+        except ValueError as err:
+            reasons.append(f"{name}: latency figures not storable ({err})")
+            continue
         if m.stats.rel_noise > limit:
             reasons.append(
                 f"{name}: noise {m.stats.rel_noise:.1%} > {limit:.0%} ({m.stats.samples} samples, "
@@ -40,13 +48,12 @@ def refusal_reasons(result: CaseResult) -> list[str]:
 
 def baseline_entries(
     result: CaseResult, environment: dict[str, Any], kernel_hash: str | None
-) -> dict[str, Any]:
-    """backend -> entry for every timed backend of the case."""
+) -> dict[str, BaselineEntry]:
+    """backend -> entry for every timed backend of the case (call only when `refusal_reasons` is empty)."""
     assert result.timing is not None
     date = datetime.now(timezone.utc).isoformat(timespec="seconds")
     out = {}
     for name, m in result.timing.measurements.items():
-        stats = m.stats.to_json()
         parity = {
             f"{p.candidate} vs {p.against}": {
                 "max_row_ulp": round(p.figures.max_row_ulp, 4),
@@ -56,18 +63,17 @@ def baseline_entries(
             for p in result.pairs
             if p.figures is not None and p.candidate == name
         }
-        out[name] = {
-            "case_hash": workload_hash(result.case),
-            "kernel_hash": kernel_hash if name in KERNEL_BACKENDS else None,
-            "latency": stats,
-            "mode": m.mode,
-            "clock": m.clock,
-            "stop_reason": m.stop_reason,
-            "sm_clock_mhz": {"min": min(m.sm_clock_mhz), "max": max(m.sm_clock_mhz)}
-            if m.sm_clock_mhz
-            else None,
-            "parity": parity,
-            "environment": environment,
-            "date": date,
-        }
+        out[name] = BaselineEntry(
+            # As stored (rounded), so the entry in memory equals the one read back from the file.
+            latency=LatencyStats.from_json(m.stats.to_json()),
+            case_hash=workload_hash(result.case),
+            kernel_hash=kernel_hash if name in KERNEL_BACKENDS else None,
+            mode=m.mode,
+            clock=m.clock,
+            stop_reason=m.stop_reason,
+            sm_clock_mhz=ClockRange(min(m.sm_clock_mhz), max(m.sm_clock_mhz)) if m.sm_clock_mhz else None,
+            parity=parity,
+            environment=environment,
+            date=date,
+        )
     return out

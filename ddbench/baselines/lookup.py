@@ -1,22 +1,29 @@
-"""The stored baselines a run judges against: one file per suite on this device, loaded once."""
+"""The stored baselines a run judges against: one file per suite on this device, loaded once.
+
+A file of another device or suite (`run --baseline FILE` names any file) is refused, not used; an entry
+whose workload hash differs from the case's was measured on another workload and is not used either.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ddbench.baselines.store import BaselineFile, baseline_path, load_baseline
+from ddbench.baselines.store import DEFAULT_ROOT, BaselineFile, baseline_path, load_baseline
+from ddbench.suite.ids import workload_hash
 from ddbench.suite.model import Case
 from ddbench.timing.stats import LatencyStats
 
 
 class BaselineSet:
-    def __init__(self, device: str, override: Path | None = None) -> None:
-        self.device, self.override = device, override
+    def __init__(self, device: str, override: Path | None = None, root: Path = DEFAULT_ROOT) -> None:
+        self.device, self.override, self.root = device, override, root
         self._files: dict[str, BaselineFile | None] = {}
 
     def file(self, suite: str) -> BaselineFile | None:
+        """The suite's baseline on this device; InputError when the file is of another device or suite."""
         if suite not in self._files:
-            self._files[suite] = load_baseline(self.override or baseline_path(self.device, suite))
+            path = self.override or baseline_path(self.device, suite, self.root)
+            self._files[suite] = load_baseline(path, device=self.device, suite=suite)
         return self._files[suite]
 
     def latency(self, case: Case) -> dict[str, LatencyStats]:
@@ -25,4 +32,9 @@ class BaselineSet:
         if baseline is None:
             return {}
         stored = baseline.entries.get(case.id, {})
-        return {name: stats for name in stored if (stats := baseline.latency(case.id, name)) is not None}
+        current = workload_hash(case)
+        return {
+            name: entry.latency
+            for name, entry in stored.items()
+            if entry.case_hash is None or entry.case_hash == current
+        }

@@ -2,27 +2,34 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import click
 from rich.markup import escape
 from rich.table import Table
 
-from ddbench.atomic import check_writable
+from ddbench.atomic import check_writable_folder
 from ddbench.backends import preferred_device
 from ddbench.backends.registry import split_names
 from ddbench.baselines.compare import compare_tables, latency_table_of
-from ddbench.baselines.device import device_key, device_key_from_facts
+from ddbench.baselines.device import device_key
 from ddbench.baselines.entries import baseline_entries, refusal_reasons
-from ddbench.baselines.store import DEFAULT_ROOT, BaselineFile, baseline_path, load_baseline, save_baseline
+from ddbench.baselines.latency_source import check_same_origin, read_latency_source
+from ddbench.baselines.store import (
+    DEFAULT_ROOT,
+    baseline_path,
+    load_baseline,
+    read_json_bounded,
+    update_baseline,
+)
+from ddbench.baselines.store import FORMAT as BASELINE_FORMAT
 from ddbench.cli.common import load_suites, stderr, stdout
 from ddbench.cli.progress import ProgressSink
 from ddbench.environment import environment
 from ddbench.errors import InputError
 from ddbench.kernel.cuda_build import kernel_sources_hash
 from ddbench.runner import Session, SessionOptions
-from ddbench.suite.load import read_json
-from ddbench.timing.stats import LatencyStats
 
 EXIT_REFUSED = 1
 
@@ -69,7 +76,7 @@ def update_command(
 
     A parity failure anywhere refuses the whole update (the kernel is wrong); a noisy case is left out
     (its old entry kept) unless --strict."""
-    check_writable(root, "--root", directory=True)
+    check_writable_folder(root, "--root")
     selected = split_names(backend_names)
     session = Session(
         SessionOptions(
@@ -110,12 +117,10 @@ def update_command(
     if not new_entries:
         stderr.print(f"baseline not updated: no case was quiet enough; {path} is unchanged", highlight=False)
         raise click.exceptions.Exit(EXIT_REFUSED)
-    current = load_baseline(path) or BaselineFile(device_key(session.device), loaded.name)
-    before = latency_table_of(current.to_json(), str(path))
-    for case_id, entries in new_entries.items():
-        current.entries.setdefault(case_id, {}).update(entries)
-    save_baseline(path, current)
-    after = latency_table_of(current.to_json(), str(path))
+    # Under the file's lock: re-read, merge, write, so a concurrent update's entries are never lost.
+    stored_before, stored_after = update_baseline(path, device_key(session.device), loaded.name, new_entries)
+    before = latency_table_of(stored_before.to_json(), str(path))
+    after = latency_table_of(stored_after.to_json(), str(path))
     changed = [
         c
         for c in compare_tables(before, after, 0.0)
@@ -129,8 +134,8 @@ def update_command(
 @click.option("--root", type=click.Path(file_okay=False), default=str(DEFAULT_ROOT), show_default=True)
 def show_command(source: str, root: str) -> None:
     """Show a baseline file, or the stored baseline of a suite on this device."""
-    path = _baseline_file_for(source, Path(root))
-    baseline = load_baseline(path)
+    path, device, suite = _baseline_file_for(source, Path(root))
+    baseline = load_baseline(path, device=device, suite=suite)
     if baseline is None:
         raise InputError("no baseline stored for this device and suite", file=str(path))
     table = Table(title=f"{path} ({baseline.device})", title_justify="left")
@@ -138,17 +143,17 @@ def show_command(source: str, root: str) -> None:
         table.add_column(column, no_wrap=column in ("case", "backend"))
     for case_id in sorted(baseline.entries):
         for name, entry in sorted(baseline.entries[case_id].items()):
-            s = LatencyStats.from_json(entry["latency"])  # load_baseline checked every entry
+            s = entry.latency
             table.add_row(
-                case_id,
-                name,
+                escape(case_id),
+                escape(name),
                 f"{s.median_us:.2f}",
                 f"{s.iqr_us:.2f}",
                 f"{s.rel_noise:.1%}",
                 str(s.samples),
-                str(entry.get("mode", "")),
-                str(entry.get("date", "")),
-                entry.get("kernel_hash") or "",
+                escape(entry.mode or ""),
+                escape(entry.date or ""),
+                escape(entry.kernel_hash or ""),
             )
     stdout.print(table)
 
@@ -158,22 +163,43 @@ def show_command(source: str, root: str) -> None:
 @click.argument("after", required=False)
 @click.option("--tolerance", type=float, default=0.05, show_default=True, help="Slowdown allowed.")
 @click.option("--root", type=click.Path(file_okay=False), default=str(DEFAULT_ROOT), show_default=True)
-def diff_command(before: str, after: str | None, tolerance: float, root: str) -> None:
-    """Two baseline files; or a results file against the stored baseline of its suite (one argument)."""
+@click.option(
+    "--allow-mismatch",
+    is_flag=True,
+    help="Compare files of different devices or suites (refused by default: their latencies differ anyway).",
+)
+def diff_command(before: str, after: str | None, tolerance: float, root: str, allow_mismatch: bool) -> None:
+    """Two baseline (or results) files; or a results file against the stored baseline of its suite (one
+    argument). Exits 1 when a backend regressed."""
+    if not math.isfinite(tolerance) or tolerance < 0:
+        raise InputError(f"must be a finite number >= 0, got {tolerance!r}", path="--tolerance")
     if after is None:
-        results = read_json(Path(before))
-        suites = results.get("suites", []) if isinstance(results, dict) else []
-        if len(suites) != 1:
+        after_source = read_latency_source(Path(before))
+        if after_source.kind != "results":
+            raise InputError("give two files to compare, or one results file", file=before)
+        if len(after_source.suites) != 1:
             raise InputError(
-                "give the baseline to compare with: the results hold several suites", file=before
+                "give the baseline to compare with: the results hold "
+                + (f"{len(after_source.suites)} suites" if after_source.suites else "no case"),
+                file=before,
             )
-        (suite,) = load_suites(suites)
-        device = results.get("environment", {}).get("device", {})
-        key = device_key_from_facts(device)  # the machine that measured, not the one diffing
-        before, after = str(baseline_path(key, suite.name, Path(root))), before
-    tables = [_latency_of(Path(p)) for p in (before, after)]
-    changes = compare_tables(tables[0], tables[1], tolerance)
-    stdout.print(_changes_table(changes, f"{before} -> {after} (tolerance {tolerance:.0%}, noise-aware)"))
+        (suite,) = after_source.suites
+        stored = baseline_path(after_source.device, suite, Path(root))  # the machine that measured
+        if not stored.exists():
+            raise InputError(
+                f"no baseline stored for device {after_source.device} / suite {suite}", file=str(stored)
+            )
+        before_source = read_latency_source(stored)
+    else:
+        before_source, after_source = read_latency_source(Path(before)), read_latency_source(Path(after))
+    if not allow_mismatch:
+        check_same_origin(before_source, after_source)
+    try:
+        changes = compare_tables(before_source.table, after_source.table, tolerance)
+    except ValueError as err:  # only reachable through figures the readers did not check
+        raise InputError(str(err)) from None
+    title = f"{before_source.file} -> {after_source.file} (tolerance {tolerance:.0%}, noise-aware)"
+    stdout.print(_changes_table(changes, escape(title)))
     regressed = [c for c in changes if c.regressed]
     stdout.print(
         f"{len(regressed)} regressed, {sum(c.improved for c in changes)} improved, {len(changes)} compared",
@@ -183,21 +209,15 @@ def diff_command(before: str, after: str | None, tolerance: float, root: str) ->
         raise click.exceptions.Exit(EXIT_REFUSED)
 
 
-def _latency_of(path: Path):
-    """A baseline file (checked entry by entry) or a results file, as (case, backend) -> latency."""
-    document = read_json(path)
-    if isinstance(document, dict) and document.get("format") == "ddbench-baseline":
-        load_baseline(path)
-    return latency_table_of(document, str(path))
-
-
-def _baseline_file_for(source: str, root: Path) -> Path:
+def _baseline_file_for(source: str, root: Path) -> tuple[Path, str | None, str | None]:
+    """(baseline file, device and suite it must be of): the file itself, or the suite's stored baseline."""
     path = Path(source)
-    document = read_json(path)
-    if isinstance(document, dict) and document.get("format") == "ddbench-baseline":
-        return path
+    document = read_json_bounded(path)
+    if isinstance(document, dict) and document.get("format") == BASELINE_FORMAT:
+        return path, None, None
     (suite,) = load_suites([source])
-    return baseline_path(device_key(preferred_device()), suite.name, root)
+    device = device_key(preferred_device())
+    return baseline_path(device, suite.name, root), device, suite.name
 
 
 def _changes_table(changes, title: str) -> Table:
@@ -217,8 +237,8 @@ def _changes_table(changes, title: str) -> Table:
             else "same"
         )
         table.add_row(
-            c.case,
-            c.backend,
+            escape(c.case),
+            escape(c.backend),
             f"{c.before.median_us:.2f}" if c.before else "-",
             f"{c.after.median_us:.2f}" if c.after else "-",
             f"{c.change:+.1%}" if c.change is not None else "",

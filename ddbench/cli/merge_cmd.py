@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ddbench.atomic import write_json_atomic
+from ddbench.atomic import check_writable, write_json_atomic
 from ddbench.cli.common import stdout
 from ddbench.results.merge import merge_results
 from ddbench.results.read import read_results
@@ -15,6 +15,7 @@ from ddbench.results.read import read_results
 @click.option("-o", "--out", "out_path", required=True, type=click.Path(dir_okay=False), help="Merged file.")
 def merge_command(inputs: tuple[str, ...], out_path: str) -> None:
     """Merge results files of shards (`run --shard i/n`); refuses a case ID found in two inputs."""
+    check_writable(out_path, "-o", inputs=inputs)
     merged = merge_results([(path, read_results(path)) for path in inputs])
     write_json_atomic(out_path, merged)
     counts = ", ".join(f"{n} {status}" for status, n in merged["summary"].items())

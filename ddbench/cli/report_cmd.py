@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from ddbench.atomic import write_atomic
+from ddbench.atomic import check_writable, check_writable_folder, write_atomic
 from ddbench.cli.common import stderr
 from ddbench.errors import InputError
 from ddbench.report.markdown_summary import summary_markdown
@@ -52,6 +52,10 @@ def report_command(
         raise InputError(f"must be positive, got {bandwidth_gbs:g}", path="--bandwidth-gbs")
     if outputs_dir is not None and not Path(outputs_dir).is_dir():
         raise InputError("no such folder", file=outputs_dir, path="--outputs")
+    if markdown_path and markdown_path != "-":
+        check_writable(markdown_path, "--markdown", inputs=[results])
+    if out_dir is not None or not markdown_path:
+        check_writable_folder(out_dir or default_out_dir(results), "--out", inputs=[results])
     if markdown_path == "-":
         click.echo(summary_markdown(document), nl=False)
     elif markdown_path:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ddbench.atomic import check_writable, write_atomic
+from ddbench.atomic import check_writable, check_writable_folder, write_atomic
 from ddbench.report.junit import write_junit
 from ddbench.report.markdown_summary import summary_markdown
 from ddbench.report.saved_outputs import save_outputs
@@ -98,7 +98,7 @@ class OutputPaths:
             if path:
                 check_writable(path, option, inputs=inputs)
         if self.saved_outputs:
-            check_writable(self.saved_outputs, "--save-outputs", inputs=inputs, directory=True)
+            check_writable_folder(self.saved_outputs, "--save-outputs", inputs=inputs)
 
     def sinks(self, suites: list[str], environment: dict[str, Any], shard: str | None) -> list[Sink]:
         out: list[Sink] = []
