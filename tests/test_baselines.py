@@ -33,7 +33,7 @@ from ddbench.errors import InputError
 from ddbench.metrics import PASS, Verdict
 from ddbench.metrics.latency_verdict import LatencyVerdict
 from ddbench.report.junit import junit_xml, write_junit, xml_text
-from ddbench.runner.results import CaseResult, PairResult
+from ddbench.results.case_result import CaseResult, PairResult
 from ddbench.runner.timing import CaseTiming
 from ddbench.suite.budget import Budget
 from ddbench.suite.ids import workload_hash

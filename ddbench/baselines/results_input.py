@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from ddbench.report.read_results import read_results
+from ddbench.results.read import read_results
 
 __all__ = ["read_results"]
