@@ -21,16 +21,19 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from ddbench.capture import capture_summary, install, read_capture, tensor_sha256
+from ddbench.capture import install
 from ddbench.capture.config import config_from_env, parse_layers, parse_size
-from ddbench.capture.format import METADATA_KEY, OUTPUT_TENSOR, encode_capture
+from ddbench.capture.format import encode_capture
 from ddbench.capture.harness import TARGET_MODULE, call_like_sglang
 from ddbench.capture.hook_file import PTH_NAME
 from ddbench.capture.installer import is_wrapper
-from ddbench.capture.mask_tree import tree_from_mask
 from ddbench.capture.snapshot import CallSnapshot, unsupported
 from ddbench.errors import InputError
 from ddbench.inputs import check_inputs, generate_inputs
+from ddbench.inputs.capture_file import read_capture
+from ddbench.inputs.capture_format import METADATA_KEY, OUTPUT_TENSOR, tensor_sha256
+from ddbench.inputs.capture_summary import capture_summary
+from ddbench.inputs.mask_tree import tree_from_mask
 from ddbench.suite import Case, parse_suite
 
 pytestmark = pytest.mark.triton

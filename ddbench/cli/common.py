@@ -9,8 +9,10 @@ from rich.console import Console
 
 from ddbench.backends import Backend, get_backend, load_backend_spec
 from ddbench.errors import BackendUnavailable, InputError, SuiteInvalid
+from ddbench.inputs.suite_file import load_suite_file
 from ddbench.runner import backends_for
-from ddbench.suite import Case, Suite, load_suite
+from ddbench.suite import Case, Suite
+from ddbench.suite.case_count import DEFAULT_MAX_CASES
 from ddbench.suite.model import ANY_BACKEND
 from ddbench.suite.select import case_filter
 
@@ -22,12 +24,14 @@ if not stdout.is_terminal:
 stderr = Console(stderr=True)
 
 
-def load_suites(paths: Sequence[str]) -> list[Suite]:
+def load_suites(
+    paths: Sequence[str], *, max_cases: int = DEFAULT_MAX_CASES, allow_capture_dirs: Sequence[str] = ()
+) -> list[Suite]:
     """Load every file, then fail with all problems of all files at once."""
     suites, problems = [], []
     for path in paths:
         try:
-            suites.append(load_suite(path))
+            suites.append(load_suite_file(path, max_cases=max_cases, allow_capture_dirs=allow_capture_dirs))
         except SuiteInvalid as err:
             problems += err.errors
         except InputError as err:

@@ -6,17 +6,32 @@ import click
 
 from ddbench.cli.common import stdout
 from ddbench.errors import InputError, SuiteInvalid
-from ddbench.suite import load_suite
+from ddbench.inputs.suite_file import load_suite_file
+from ddbench.suite.case_count import DEFAULT_MAX_CASES
 
 
 @click.command("validate")
 @click.argument("suites", nargs=-1, required=True, type=click.Path(dir_okay=False))
-def validate_command(suites: tuple[str, ...]) -> None:
+@click.option(
+    "--max-cases",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_CASES,
+    show_default=True,
+    help="Refuse a suite file that expands to more cases (counted before expanding).",
+)
+@click.option(
+    "--allow-captures",
+    "allow_captures",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    help="Also read captures from this folder (default: only the suite file's own folder). Repeatable.",
+)
+def validate_command(suites: tuple[str, ...], max_cases: int, allow_captures: tuple[str, ...]) -> None:
     """Check suite files without running anything."""
     invalid = 0
     for path in suites:
         try:
-            suite = load_suite(path)
+            suite = load_suite_file(path, max_cases=max_cases, allow_capture_dirs=allow_captures)
         except InputError as err:
             invalid += 1
             for problem in err.errors if isinstance(err, SuiteInvalid) else [err]:

@@ -25,9 +25,10 @@ import torch
 from ddbench.atomic import write_json_atomic
 from ddbench.backends import get_backend
 from ddbench.environment import environment
+from ddbench.inputs.suite_file import load_suite_file
 from ddbench.report.results_file import ResultsFile
 from ddbench.runner import run_case
-from ddbench.suite import Case, load_suite
+from ddbench.suite import Case
 from ddbench.suite.select import case_filter
 from ddbench.timing.settings import TimingSettings
 
@@ -50,7 +51,7 @@ SANITIZER_TIMEOUT_S = 150
 
 def _cases(path: str, expression: str | None) -> list[Case]:
     keep = case_filter(expression)
-    return [c for c in load_suite(path).cases if keep(c)]
+    return [c for c in load_suite_file(path).cases if keep(c)]
 
 
 def _gpu_backends(case: Case) -> list[str]:

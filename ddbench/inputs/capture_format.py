@@ -1,22 +1,18 @@
-"""The capture file: one verify-attention call as a safetensors file (docs/capture-format.md).
+"""The capture file's format: one verify-attention call as a safetensors file (docs/capture-format.md).
 
-Tensors carry SGLang's names (DESIGN.md §1) so a capture reads like the call it came from; the metadata is
-one JSON document under the safetensors header's `__metadata__` key "ddbench.capture", so the file stays
-loadable by any safetensors reader. The checksum is over the tensor bytes in name order, independent of the
+What a reader must know (tensor names, dtypes, ranks, metadata keys, the checksum); writing lives with
+the recorder in ddbench.capture. Tensors carry SGLang's names so a capture reads like the call it came
+from; the metadata is one JSON document under the safetensors header's `__metadata__` key
+"ddbench.capture", so the file stays loadable by any safetensors reader. The checksum is over the tensor bytes in name order, independent of the
 file's layout, so anyone can write a capture with `safetensors.torch.save` and one line of hashlib.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
 
 import torch
-
-from ddbench.atomic import write_atomic
 
 FORMAT_VERSION = 1
 METADATA_KEY = "ddbench.capture"
@@ -73,24 +69,3 @@ def tensor_sha256(tensors: Mapping[str, torch.Tensor]) -> str:
         if t.numel():
             digest.update(t.view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()
-
-
-def encode_capture(tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, Any]) -> bytes:
-    """The file's bytes: the tensors as given, the metadata completed with format version and checksum."""
-    missing = [name for name in TENSOR_SPEC if name not in tensors]
-    if missing:
-        raise ValueError(f"a capture needs every tensor of the format; missing {', '.join(missing)}")
-    from safetensors.torch import save
-
-    cpu = {name: t.detach().cpu().contiguous() for name, t in tensors.items()}
-    document = dict(metadata)
-    document["format_version"] = FORMAT_VERSION
-    document["tensor_sha256"] = tensor_sha256(cpu)
-    return save(cpu, metadata={METADATA_KEY: json.dumps(document, sort_keys=True)})
-
-
-def write_capture(path: str | Path, tensors: Mapping[str, torch.Tensor], metadata: Mapping[str, Any]) -> int:
-    """Write one capture atomically (readers never see half a file); returns the bytes written."""
-    data = encode_capture(tensors, metadata)
-    write_atomic(path, data)
-    return len(data)

@@ -65,13 +65,13 @@ def pytest_configure(config: pytest.Config) -> None:
     use_interpreter_without_gpu()  # before any backend imports Triton, as the CLI does
     from ddbench.backends.registry import split_names
     from ddbench.errors import DdbenchError
+    from ddbench.inputs.suite_file import load_suite_file
     from ddbench.pytest_plugin.bench import SuiteBench
-    from ddbench.suite import load_suite
 
     option = config.getoption("ddbench_backends")
     backends = split_names(option)
     try:
-        cases = [case for path in suites for case in load_suite(path).cases]
+        cases = [case for path in suites for case in load_suite_file(path).cases]
         bench = SuiteBench(
             cases, backends, config.getoption("ddbench_rounds"), config.getoption("ddbench_warmup")
         )
