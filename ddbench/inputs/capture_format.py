@@ -3,8 +3,9 @@
 What a reader must know (tensor names, dtypes, ranks, metadata keys, the checksum); writing lives with
 the recorder in ddbench.capture. Tensors carry SGLang's names so a capture reads like the call it came
 from; the metadata is one JSON document under the safetensors header's `__metadata__` key
-"ddbench.capture", so the file stays loadable by any safetensors reader. The checksum is over the tensor bytes in name order, independent of the
-file's layout, so anyone can write a capture with `safetensors.torch.save` and one line of hashlib.
+"ddbench.capture", so the file stays loadable by any safetensors reader. The checksum is over the tensor
+bytes in name order, independent of the file's layout, so anyone can write a capture with
+`safetensors.torch.save` and one line of hashlib.
 """
 
 from __future__ import annotations
