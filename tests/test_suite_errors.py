@@ -83,6 +83,16 @@ EXPECTED: dict[str, tuple[str | None, str | tuple[str, ...]]] = {
         "a complete 4-ary tree of depth 5 gives q_len 1365, above the limit of 1025",
     ),
     "missing_tree.json": ("cases[0]", "no tree: every case needs a tree spec"),
+    # Budget semantics run for every case, whatever else is wrong with it.
+    "budget_min_samples_above_max.json": (
+        "cases[0].budget",
+        "timing.min_samples 100 is above max_samples 10",
+    ),
+    "budget_ratio_self.json": ("cases[0].budget", "ratio triton/triton compares a backend with itself"),
+    "budget_from_defaults_with_another_error.json": (
+        "defaults.budget",
+        "timing.min_samples 50 is above max_samples 20",
+    ),
     # Origins: a value that came from defaults or a matrix point is reported where it was written.
     "defaults_unknown_preset.json": ("defaults.model", "unknown model preset 'kimi-k3'"),
     "matrix_layout_heads.json": ("cases[0].matrix.layout[1]", ("128 heads of deepseek-v3", "attention TP 6")),

@@ -53,7 +53,7 @@ def _too_deep(value: Any) -> bool:
     return False
 
 
-def read_json(path: Path, *, what: str = "suite file", max_bytes: int | None = None) -> Any:
+def read_json(path: Path, *, what: str = "JSON file", max_bytes: int | None = None) -> Any:
     """Parse a JSON file: a regular file within the size limit, integers of sane length, sane nesting."""
     limit = size_limit(os.environ, MAX_JSON_BYTES_ENV, MAX_JSON_BYTES) if max_bytes is None else max_bytes
     data = read_regular_file(
@@ -171,4 +171,4 @@ def load_suite(
 ) -> Suite:
     """Read and parse one suite file; `captures` reads the files its capture entries name."""
     path = Path(path)
-    return parse_suite(read_json(path), str(path), captures, max_cases=max_cases)
+    return parse_suite(read_json(path, what="suite file"), str(path), captures, max_cases=max_cases)

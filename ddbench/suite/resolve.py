@@ -173,6 +173,7 @@ def resolve_case(raw: RawCase, suite: str, file: str) -> tuple[Case | None, list
     prefix_lens = _prefix_lens(c, batch_size, seed)
     tree, q_len = _tree(c, seed)
     parity = _parity(c)
+    budget = _budget(c)  # before the early return: every check reports, not just those before the first error
     if c.errors or model is None:
         return None, c.errors
     case = Case(
@@ -189,7 +190,7 @@ def resolve_case(raw: RawCase, suite: str, file: str) -> tuple[Case | None, list
         seed=seed,
         inputs=_inputs(c),
         parity=parity,
-        budget=_budget(c),
+        budget=budget,
         backends=tuple(c.value("backends") or ()),
         tags=tuple(c.value("tags") or ()),
         description=c.value("description") or "",
