@@ -1,4 +1,4 @@
-"""Suites that would cost too much are refused before they cost it; duplicates are told apart by full hashes."""
+"""Suites that would cost too much are refused before they cost it; duplicates are found by full hashes."""
 
 from __future__ import annotations
 
