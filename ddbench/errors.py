@@ -28,11 +28,6 @@ class DdbenchError(Exception):
 
     exit_code = 2
 
-    def __init__(self, *args: object) -> None:
-        if len(args) == 1 and isinstance(args[0], str):
-            args = (shorten_lines(args[0]),)
-        super().__init__(*args)
-
     @property
     def message(self) -> str:
         return str(self)
@@ -69,13 +64,19 @@ class BackendUnavailable(DdbenchError):
 
     exit_code = 3
 
+    def __init__(self, message: str) -> None:
+        super().__init__(shorten_lines(message))
+
 
 class SuiteInvalid(InputError):
     """Every problem found in one suite file, so the author can fix them in one pass."""
 
     def __init__(self, errors: list[InputError]) -> None:
+        # Each error is already cut to size; the list itself is not cut again.
         self.errors = errors
-        super().__init__("\n".join(e.message for e in errors))
+        self.reason = "\n".join(e.message for e in errors)
+        self.file = self.path = None
+        Exception.__init__(self, self.reason)
 
     @property
     def message(self) -> str:

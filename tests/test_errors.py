@@ -27,6 +27,7 @@ def test_input_errors_cut_every_part_and_every_line():
     assert len(err.message) <= 3 * MAX_LINE_CHARS
     many = SuiteInvalid([InputError("r" * 100_000, path=f"cases[{i}]") for i in range(3)])
     assert [len(line) <= 2 * MAX_LINE_CHARS for line in many.message.splitlines()] == [True] * 3
+    assert str(many) == many.message  # the list itself is not cut again
     assert len(str(BackendUnavailable("u" * 100_000))) <= MAX_LINE_CHARS
 
 
