@@ -18,7 +18,7 @@ from ddbench.suite.presets import find_preset, preset_names
 from ddbench.trees import MAX_Q_LEN, build_tree, tree_q_len
 
 DEFAULT_PARITY = (
-    # DESIGN.md §3: the Triton kernel lands within ~1.9 row-scaled bf16 ULPs of an fp64 truth; a float32
+    # The Triton kernel lands within ~1.9 row-scaled bf16 ULPs of an fp64 truth; a float32
     # reference is that truth to well under a ULP.
     ParityBound("triton", "reference", (("max_row_ulp", 3.0), ("mean_row_ulp", 0.5), ("rel_l2", 0.01))),
 )
