@@ -18,9 +18,9 @@ SMOKE = Path(__file__).resolve().parents[1] / "suites" / "smoke.json"
 
 @pytest.fixture(scope="session")
 def smoke_cases():
-    from ddbench.suite import load_suite
+    from ddbench.inputs.suite_file import load_suite_file
 
-    return list(load_suite(SMOKE).cases)
+    return list(load_suite_file(SMOKE).cases)
 
 
 def smoke_case(cases, label: str):

@@ -21,16 +21,19 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from ddbench.capture import capture_summary, install, read_capture, tensor_sha256
+from ddbench.capture import install
 from ddbench.capture.config import config_from_env, parse_layers, parse_size
-from ddbench.capture.format import METADATA_KEY, OUTPUT_TENSOR, encode_capture
+from ddbench.capture.format import encode_capture
 from ddbench.capture.harness import TARGET_MODULE, call_like_sglang
-from ddbench.capture.hook_file import PTH_NAME
+from ddbench.capture.hook_file import PTH_LINE, PTH_NAME
 from ddbench.capture.installer import is_wrapper
-from ddbench.capture.mask_tree import tree_from_mask
 from ddbench.capture.snapshot import CallSnapshot, unsupported
 from ddbench.errors import InputError
 from ddbench.inputs import check_inputs, generate_inputs
+from ddbench.inputs.capture_file import read_capture
+from ddbench.inputs.capture_format import METADATA_KEY, OUTPUT_TENSOR, tensor_sha256
+from ddbench.inputs.capture_summary import capture_summary
+from ddbench.inputs.mask_tree import tree_from_mask
 from ddbench.metrics import parity_figures
 from ddbench.metrics.ulp import lattice_ulps
 from ddbench.suite import Case, parse_suite
@@ -554,8 +557,10 @@ print(json.dumps({{"armed": hook.armed, "wrapped": is_wrapper(m.extend_attention
     }
 
 
-def test_pth_hook_arms_every_interpreter_and_never_breaks_one(tmp_path):
+def test_pth_hook_arms_every_interpreter_and_never_breaks_one(tmp_path, monkeypatch):
     site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))  # as site.addsitedir leaves it: a folder whose .pth files run
     result = invoke("capture", "install-hook", "--site-dir", site)
     assert result.exit_code == 0, result.output
     pth = site / PTH_NAME
@@ -579,6 +584,52 @@ def test_pth_hook_arms_every_interpreter_and_never_breaks_one(tmp_path):
     result = invoke("capture", "uninstall-hook", "--site-dir", site)
     assert result.exit_code == 0 and not pth.exists()
     assert "no hook" in invoke("capture", "uninstall-hook", "--site-dir", site).output
+
+
+def test_install_hook_refuses_a_folder_whose_pth_files_never_run(tmp_path):
+    folder = tmp_path / "not-a-site-dir"
+    result = invoke("capture", "install-hook", "--site-dir", folder)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"{folder}: --site-dir: is not a site-packages folder of this Python" in result.stderr
+    assert "installed" not in result.output and not (folder / PTH_NAME).exists()
+
+
+def test_uninstall_hook_removes_only_its_own_file(tmp_path):
+    theirs = tmp_path / PTH_NAME
+    theirs.write_text("import something_else\n")
+    result = invoke("capture", "uninstall-hook", "--site-dir", tmp_path)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"{theirs}: does not hold the line" in result.stderr and "not ours to delete" in result.stderr
+    assert theirs.read_text() == "import something_else\n"
+    theirs.write_text(PTH_LINE)
+    result = invoke("capture", "uninstall-hook", "--site-dir", tmp_path)
+    assert result.exit_code == 0 and f"removed {theirs}" in result.output and not theirs.exists()
+
+
+def _fake_target(root: Path) -> Path:
+    """An empty module at SGLang's target path, so a test sees the import hook fire without SGLang."""
+    *packages, module = TARGET_MODULE.split(".")
+    folder = root.joinpath(*packages)
+    folder.mkdir(parents=True)
+    for depth in range(1, len(packages) + 1):
+        root.joinpath(*packages[:depth], "__init__.py").write_text("")
+    (folder / f"{module}.py").write_text("")
+    return root
+
+
+def test_bad_settings_warn_once_and_only_where_capture_would_act(tmp_path):
+    fake = _fake_target(tmp_path / "fake")
+    env = {
+        "DDBENCH_CAPTURE_DIR": str(tmp_path / "caps"),
+        "DDBENCH_CAPTURE_EVERY": "0",
+        "PYTHONPATH": os.pathsep.join([str(fake), os.environ.get("PYTHONPATH", "")]),
+    }
+    elsewhere = _python("import ddbench.capture.autoinstall as hook; print(hook.armed)", env, tmp_path)
+    assert (elsewhere.returncode, elsewhere.stdout.strip(), elsewhere.stderr) == (0, "False", "")
+    code = f"import ddbench.capture.autoinstall, importlib; import {TARGET_MODULE} as m; importlib.reload(m)"
+    where = _python(code, env, tmp_path)
+    assert where.returncode == 0, where.stderr
+    assert where.stderr.count("ddbench capture: not armed: DDBENCH_CAPTURE_EVERY='0'") == 1, where.stderr
 
 
 def test_config_from_env():

@@ -23,7 +23,7 @@ from ddbench.backends.registry import known_backend_names
 from ddbench.backends.triton_sglang import SglangTritonBackend
 from ddbench.cli.main import cli
 from ddbench.inputs.layout import VerifyInputs
-from ddbench.suite import load_suite
+from ddbench.inputs.suite_file import load_suite_file
 
 PLUGIN_MODULE = "ddbench_test_cli_plugins"
 ROOT = Path(__file__).resolve().parent.parent
@@ -376,7 +376,7 @@ def test_reports_json_junit_and_outputs(tmp_path, plugins):
     # A second bound on every case: two judged pairs per case (exact and scaled, the latter failing).
     doc["defaults"]["parity"].append({"candidate": "scaled", "against": "reference", "rel_l2": 0.01})
     suite.write_text(json.dumps(doc))
-    ids = [c.id for c in load_suite(suite).cases]
+    ids = [c.id for c in load_suite_file(suite).cases]
     results, junit, outputs = tmp_path / "r.json", tmp_path / "j.xml", tmp_path / "outs"
     result = invoke(
         "run",
@@ -441,7 +441,7 @@ def test_json_records_errors_and_complete_per_case(tmp_path, plugins):
 
 def test_list_ids(tmp_path):
     suite = write_suite(tmp_path, cases=TWO_CASES)
-    ids = [c.id for c in load_suite(suite).cases]
+    ids = [c.id for c in load_suite_file(suite).cases]
     result = invoke("list", suite, "--ids")
     assert result.exit_code == 0
     assert result.stdout.splitlines() == ids
@@ -454,7 +454,7 @@ def test_list_table(tmp_path):
     result = invoke("list", suite)
     assert result.exit_code == 0
     assert "tiny: 2 cases" in result.stdout
-    for case in load_suite(suite).cases:
+    for case in load_suite_file(suite).cases:
         assert case.id in result.stdout
 
 
@@ -462,7 +462,7 @@ def test_list_shipped_smoke_suite():
     smoke = ROOT / "suites" / "smoke.json"
     result = invoke("list", smoke, "--ids")
     assert result.exit_code == 0
-    assert result.stdout.splitlines() == [c.id for c in load_suite(smoke).cases]
+    assert result.stdout.splitlines() == [c.id for c in load_suite_file(smoke).cases]
 
 
 def test_validate_ok(tmp_path):

@@ -23,13 +23,14 @@ from ddbench.backends import get_backend
 from ddbench.backends.cuda_emu import CudaEmuBackend, KernelEmulationError
 from ddbench.inputs import check_inputs, generate_inputs, poisoned_mask
 from ddbench.inputs.layout import VerifyInputs, poison_
+from ddbench.inputs.suite_file import load_suite_file
 from ddbench.kernel.marshal import marshal
 from ddbench.metrics import FAIL, PASS, SKIPPED, judge, parity_figures
 from ddbench.runner import backends_for, run_case
-from ddbench.suite import Case, load_suite, parse_suite
+from ddbench.suite import Case, parse_suite
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITES = [load_suite(ROOT / "suites" / name) for name in ("smoke.json", "kernel-parity.json")]
+SUITES = [load_suite_file(ROOT / "suites" / name) for name in ("smoke.json", "kernel-parity.json")]
 SUITE_CASES = [(suite.name, case) for suite in SUITES for case in suite.cases]
 HARDWARE = "cuda"
 MAX_ROW_ULP, MEAN_ROW_ULP = 1.5, 0.2  # the suites' bound of cuda-emu against reference-fp64

@@ -1,4 +1,4 @@
-"""Generated inputs: SGLang's extend layout tensor by tensor (DESIGN.md §1), pool scattering and poisoning,
+"""Generated inputs: SGLang's extend layout tensor by tensor, pool scattering and poisoning,
 determinism, realistic score spread, and check_inputs catching corrupted inputs with the tensor's name."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from ddbench.cli.main import cli
 from ddbench.errors import InputError, SuiteInvalid
-from ddbench.suite import load_suite
+from ddbench.inputs.suite_file import load_suite_file
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = Path(__file__).resolve().parent / "suites" / "bad"
@@ -83,6 +83,16 @@ EXPECTED: dict[str, tuple[str | None, str | tuple[str, ...]]] = {
         "a complete 4-ary tree of depth 5 gives q_len 1365, above the limit of 1025",
     ),
     "missing_tree.json": ("cases[0]", "no tree: every case needs a tree spec"),
+    # Budget semantics run for every case, whatever else is wrong with it.
+    "budget_min_samples_above_max.json": (
+        "cases[0].budget",
+        "timing.min_samples 100 is above max_samples 10",
+    ),
+    "budget_ratio_self.json": ("cases[0].budget", "ratio triton/triton compares a backend with itself"),
+    "budget_from_defaults_with_another_error.json": (
+        "defaults.budget",
+        "timing.min_samples 50 is above max_samples 20",
+    ),
     # Origins: a value that came from defaults or a matrix point is reported where it was written.
     "defaults_unknown_preset.json": ("defaults.model", "unknown model preset 'kimi-k3'"),
     "matrix_layout_heads.json": ("cases[0].matrix.layout[1]", ("128 heads of deepseek-v3", "attention TP 6")),
@@ -115,7 +125,7 @@ def test_load_suite_names_file_path_and_reason(name):
     path, reason = EXPECTED[name]
     file = BAD / name
     with pytest.raises(InputError) as info:
-        load_suite(file)
+        load_suite_file(file)
     problems = _problems(info.value)
     found = _matching(problems, path, reason)
     assert found, f"no error at {path!r} with {reason!r}; got: {[(p.path, p.reason) for p in problems]}"
@@ -161,7 +171,7 @@ def test_no_spurious_unknown_field_error(tmp_path):
     offenders = {}
     for file in [*(BAD / name for name in sorted(EXPECTED)), in_defaults_file]:
         try:
-            load_suite(file)
+            load_suite_file(file)
         except InputError as err:
             bogus = [p.message for p in _problems(err) if p.reason.startswith("unknown field ;")]
             if bogus:
@@ -181,7 +191,7 @@ def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
     file = tmp_path / "many.json"
     file.write_text(json.dumps(doc))
     with pytest.raises(SuiteInvalid) as info:
-        load_suite(file)
+        load_suite_file(file)
     paths = [p.path for p in info.value.errors]
     assert paths == ["cases[0].model", "cases[1].prefix", "cases[2].tree.parents[2]"]
 
@@ -189,7 +199,7 @@ def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
 def test_missing_file(tmp_path):
     file = tmp_path / "nowhere.json"
     with pytest.raises(InputError) as info:
-        load_suite(file)
+        load_suite_file(file)
     assert info.value.message == f"{file}: no such file"
     result = CliRunner().invoke(cli, ["validate", str(file)])
     assert result.exit_code == 2
@@ -199,7 +209,7 @@ def test_missing_file(tmp_path):
 
 def test_directory(tmp_path):
     with pytest.raises(InputError) as info:
-        load_suite(tmp_path)
+        load_suite_file(tmp_path)
     assert info.value.message == f"{tmp_path}: is a directory, not a suite file"
     result = CliRunner().invoke(cli, ["validate", str(tmp_path)])
     assert result.exit_code == 2
@@ -212,7 +222,7 @@ def test_not_utf8(tmp_path):
     file = tmp_path / "latin1.json"
     file.write_bytes(b'{"name": "caf\xe9"}')
     with pytest.raises(InputError) as info:
-        load_suite(file)
+        load_suite_file(file)
     assert info.value.message.startswith(f"{file}: cannot read")
 
 
@@ -244,7 +254,7 @@ def test_shipped_suites_validate(suite):
     result = CliRunner().invoke(cli, ["validate", str(suite)])
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
-    loaded = load_suite(suite)
+    loaded = load_suite_file(suite)
     assert f"ok: {suite} ({loaded.name}, {len(loaded.cases)} cases)" in result.stdout
 
 
@@ -252,6 +262,6 @@ def test_smoke_suite_expands_to_its_cases():
     file = ROOT / "suites" / "smoke.json"
     doc = json.loads(file.read_text())
     expected = sum(math.prod(map(len, e.get("matrix", {}).values())) for e in doc["cases"])
-    smoke = load_suite(file)
+    smoke = load_suite_file(file)
     assert len(smoke.cases) == expected
     assert len({c.id for c in smoke.cases}) == len(smoke.cases)

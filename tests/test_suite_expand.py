@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from ddbench.errors import InputError, SuiteInvalid
-from ddbench.suite import Case, load_suite, parse_suite
+from ddbench.inputs.suite_file import load_suite_file
+from ddbench.suite import Case, parse_suite
 from ddbench.suite.expand import expand_document
 from ddbench.suite.presets import find_preset, preset_names
 from ddbench.suite.select import case_filter
@@ -482,7 +483,7 @@ def test_malformed_filters(expression, reason):
 def test_load_suite_from_a_file(tmp_path):
     file = tmp_path / "layered.json"
     file.write_text(json.dumps(LAYERED))
-    s = load_suite(file)
+    s = load_suite_file(file)
     assert (s.name, s.path, len(s.cases)) == ("layered", str(file), 7)
     assert all(c.suite == "layered" for c in s.cases)
     assert [c.id for c in s.cases] == [c.id for c in parse_suite(copy.deepcopy(LAYERED), "x").cases]

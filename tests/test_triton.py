@@ -92,8 +92,8 @@ import triton  # imported first, e.g. by a user's own backend module, before TRI
 from pathlib import Path
 from ddbench.backends import get_backend
 from ddbench.inputs import generate_inputs
-from ddbench.suite import load_suite
-(case,) = [c for c in load_suite(Path("suites/smoke.json")).cases if c.id.startswith("prefix0.")]
+from ddbench.inputs.suite_file import load_suite_file
+(case,) = [c for c in load_suite_file(Path("suites/smoke.json")).cases if c.id.startswith("prefix0.")]
 backend = get_backend("triton")
 available = backend.availability()
 out = {"ok": available.ok, "detail": available.detail}

@@ -1,7 +1,8 @@
 """Capture real verify-attention calls from a running SGLang server, and read them back as inputs.
 
 `install(dir)` wraps SGLang's `extend_attention_fwd` in place and records target-verify calls;
-`read_capture(path)` gives back a `Capture` (inputs ready to run, the captured output, metadata). The
+`read_capture(path)` gives back a `Capture` (inputs ready to run, the captured output, metadata; the
+reader itself lives in ddbench.inputs, since replay is an input source). The
 format, the hooks and their limits: docs/capture-format.md. Names resolve lazily so that the import hook
 (`ddbench.capture.autoinstall`, run at every interpreter start by the .pth file) does not import torch.
 """
@@ -16,12 +17,12 @@ _EXPORTS = {
     "uninstall": "ddbench.capture.installer",
     "active": "ddbench.capture.installer",
     "Recorder": "ddbench.capture.recorder",
-    "Capture": "ddbench.capture.read",
-    "read_capture": "ddbench.capture.read",
+    "Capture": "ddbench.inputs.capture_file",
+    "read_capture": "ddbench.inputs.capture_file",
     "write_capture": "ddbench.capture.format",
-    "tensor_sha256": "ddbench.capture.format",
-    "capture_summary": "ddbench.capture.summary",
-    "capture_files": "ddbench.capture.summary",
+    "tensor_sha256": "ddbench.inputs.capture_format",
+    "capture_summary": "ddbench.inputs.capture_summary",
+    "capture_files": "ddbench.inputs.capture_summary",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -29,12 +29,22 @@ def _install(module: ModuleType, config: dict[str, Any]) -> None:
     install(module=module, scan_objects=False, **config)  # nothing can have bound it yet
 
 
+def _refuse(module: ModuleType, problem: str) -> None:
+    log.error("ddbench capture: not armed: %s", problem)
+
+
 def arm() -> bool:
-    """Install now or on import, per the environment; True when capture is armed."""
+    """Install now or on import, per the environment; True when capture is armed.
+
+    The .pth hook imports this in every Python process of the environment (pip, editors, test runners):
+    a bad DDBENCH_CAPTURE_* setting is reported once, in the process that imports SGLang's attention
+    module (where the capture would have acted), and stays silent everywhere else.
+    """
     try:
         config = config_from_env(os.environ)
     except ValueError as err:
-        log.error("ddbench capture: not armed: %s", err)
+        problem = str(err)
+        call_after_import(TARGET_MODULE, lambda module: _refuse(module, problem))
         return False
     if config is None:
         return False

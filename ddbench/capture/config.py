@@ -11,9 +11,12 @@ DDBENCH_CAPTURE_MODEL      model name recorded in the metadata (default: SGLang'
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
+
+from ddbench.bounded_read import parse_size
+
+__all__ = ["config_from_env", "parse_layers", "parse_size"]
 
 ENV_DIR = "DDBENCH_CAPTURE_DIR"
 ENV_EVERY = "DDBENCH_CAPTURE_EVERY"
@@ -22,17 +25,6 @@ ENV_MAX = "DDBENCH_CAPTURE_MAX"
 ENV_MAX_BYTES = "DDBENCH_CAPTURE_MAX_BYTES"
 ENV_MIN_FREE = "DDBENCH_CAPTURE_MIN_FREE"
 ENV_MODEL = "DDBENCH_CAPTURE_MODEL"
-
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
-
-
-def parse_size(text: str, name: str) -> int:
-    """Bytes from "1048576", "500M", "2G", "1.5GiB"."""
-    match = _SIZE.fullmatch(text)
-    if not match:
-        raise ValueError(f"{name}={text!r}: expected a byte count such as 1048576, 500M or 2G")
-    return int(float(match.group(1)) * _UNITS[match.group(2).upper()])
 
 
 def parse_layers(text: str, name: str) -> frozenset[int]:

@@ -33,8 +33,9 @@ from ddbench.capture.context import (
     timestamp,
     versions,
 )
-from ddbench.capture.format import SUFFIX, write_capture
+from ddbench.capture.format import write_capture
 from ddbench.capture.snapshot import CallSnapshot, unsupported
+from ddbench.inputs.capture_format import SUFFIX
 
 log = logging.getLogger("ddbench.capture")
 

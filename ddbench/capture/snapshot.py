@@ -16,7 +16,7 @@ import torch
 
 from ddbench.capture.compact import CompactPool, compact_pool
 from ddbench.capture.context import CallSite
-from ddbench.capture.format import OUTPUT_TENSOR
+from ddbench.inputs.capture_format import OUTPUT_TENSOR
 from ddbench.suite.presets import HEAD_DIM_QK, HEAD_DIM_V
 
 _HEADER_ALLOWANCE = 16 * 1024  # safetensors header with the metadata JSON, generously

@@ -24,7 +24,7 @@ from ddbench.baselines.store import (
     update_baseline,
 )
 from ddbench.baselines.store import FORMAT as BASELINE_FORMAT
-from ddbench.cli.common import load_suites, stderr, stdout
+from ddbench.cli.common import load_suites, stderr, stdout, suite_file_options
 from ddbench.cli.progress import ProgressSink
 from ddbench.environment import environment
 from ddbench.errors import InputError
@@ -61,6 +61,7 @@ def baseline_group() -> None:
 @click.option(
     "--strict", is_flag=True, help="Refuse the whole update if any case was too noisy (default: skip it)."
 )
+@suite_file_options
 def update_command(
     suite: str,
     backend_names: str | None,
@@ -71,6 +72,8 @@ def update_command(
     max_rel_noise: float | None,
     max_seconds: float | None,
     strict: bool,
+    max_cases: int,
+    allow_captures: tuple[str, ...],
 ) -> None:
     """Time the suite and store the result — only cases whose parity passed and whose timing was quiet.
 
@@ -81,6 +84,8 @@ def update_command(
     session = Session(
         SessionOptions(
             suites=(suite,),
+            max_cases=max_cases,
+            allow_capture_dirs=allow_captures,
             filter_expr=filter_expr,
             backends=tuple(selected) if selected is not None else None,
             plugins=backend_specs,

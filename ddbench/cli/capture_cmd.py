@@ -68,8 +68,8 @@ def summary_table(s: dict[str, Any]) -> Table:
 
 
 def _info(paths: tuple[str, ...], as_json: bool) -> None:
-    from ddbench.capture.read import read_capture
-    from ddbench.capture.summary import capture_files, capture_summary
+    from ddbench.inputs.capture_file import read_capture
+    from ddbench.inputs.capture_summary import capture_files, capture_summary
 
     summaries, bad = [], 0
     for path in capture_files(paths):

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
+import click
 from rich.console import Console
 
 from ddbench.runner.selection import load_suites, require_cases, select_cases
+from ddbench.suite.case_count import DEFAULT_MAX_CASES
 
 # Files and CI logs get wide tables: case IDs are long, and folding them makes them impossible to grep.
 _WIDTH_OFF_TERMINAL = 200
@@ -13,4 +18,25 @@ if not stdout.is_terminal:
     stdout = Console(soft_wrap=False, width=_WIDTH_OFF_TERMINAL)
 stderr = Console(stderr=True)
 
-__all__ = ["load_suites", "require_cases", "select_cases", "stderr", "stdout"]
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def suite_file_options(command: F) -> F:
+    """`--max-cases` and `--allow-captures`: the limits every command that reads suite files takes."""
+    command = click.option(
+        "--allow-captures",
+        "allow_captures",
+        multiple=True,
+        type=click.Path(file_okay=False),
+        help="Also read captures from this folder (default: only the suite file's own folder). Repeatable.",
+    )(command)
+    return click.option(
+        "--max-cases",
+        type=click.IntRange(min=1),
+        default=DEFAULT_MAX_CASES,
+        show_default=True,
+        help="Refuse a suite file that expands to more cases (counted before expanding).",
+    )(command)
+
+
+__all__ = ["load_suites", "require_cases", "select_cases", "stderr", "stdout", "suite_file_options"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ddbench.backends.registry import split_names
-from ddbench.cli.common import stderr
+from ddbench.cli.common import stderr, suite_file_options
 from ddbench.cli.outcome import print_outcome
 from ddbench.cli.progress import ProgressSink
 from ddbench.environment import environment
@@ -77,6 +77,7 @@ from ddbench.timing.settings import MODES
     type=click.Path(dir_okay=False),
     help="Markdown summary at the end (for CI step summaries, e.g. $GITHUB_STEP_SUMMARY).",
 )
+@suite_file_options
 def run_command(
     suites: tuple[str, ...],
     backend_names: str | None,
@@ -94,12 +95,16 @@ def run_command(
     baseline_file: str | None,
     shard: str | None,
     markdown_path: str | None,
+    max_cases: int,
+    allow_captures: tuple[str, ...],
 ) -> None:
     """Run suites: parity of every backend pair the suite bounds, on fresh seeded inputs; latency of the
     cases with a budget, judged against the stored baseline."""
     selected = split_names(backend_names)
     options = SessionOptions(
         suites=suites,
+        max_cases=max_cases,
+        allow_capture_dirs=allow_captures,
         filter_expr=filter_expr,
         shard=shard,
         backends=tuple(selected) if selected is not None else None,

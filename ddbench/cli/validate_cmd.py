@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import click
 
-from ddbench.cli.common import stdout
+from ddbench.cli.common import stdout, suite_file_options
 from ddbench.errors import InputError, SuiteInvalid
-from ddbench.suite import load_suite
+from ddbench.inputs.suite_file import load_suite_file
 
 
 @click.command("validate")
 @click.argument("suites", nargs=-1, required=True, type=click.Path(dir_okay=False))
-def validate_command(suites: tuple[str, ...]) -> None:
+@suite_file_options
+def validate_command(suites: tuple[str, ...], max_cases: int, allow_captures: tuple[str, ...]) -> None:
     """Check suite files without running anything."""
     invalid = 0
     for path in suites:
         try:
-            suite = load_suite(path)
+            suite = load_suite_file(path, max_cases=max_cases, allow_capture_dirs=allow_captures)
         except InputError as err:
             invalid += 1
             for problem in err.errors if isinstance(err, SuiteInvalid) else [err]:

@@ -25,9 +25,10 @@ import torch
 from ddbench.atomic import write_json_atomic
 from ddbench.backends import get_backend
 from ddbench.environment import environment
+from ddbench.inputs.suite_file import load_suite_file
 from ddbench.runner import Session, SessionOptions
 from ddbench.runner.sinks import ResultsFileSink
-from ddbench.suite import Case, load_suite
+from ddbench.suite import Case
 from ddbench.suite.model import ANY_BACKEND
 from ddbench.suite.select import case_filter
 from ddbench.timing.settings import TimingSettings
@@ -51,12 +52,12 @@ SANITIZER_TIMEOUT_S = 150
 
 def _cases(path: str, expression: str | None) -> list[Case]:
     keep = case_filter(expression)
-    return [c for c in load_suite(path).cases if keep(c)]
+    return [c for c in load_suite_file(path).cases if keep(c)]
 
 
 def _gpu_backends(path: str) -> tuple[str, ...]:
     """What the suite's bounds name, with the hardware kernel in place of its emulation."""
-    names = [n for c in load_suite(path).cases for b in c.parity for n in (b.candidate, b.against)]
+    names = [n for c in load_suite_file(path).cases for b in c.parity for n in (b.candidate, b.against)]
     swapped = ("cuda" if n == "cuda-emu" else n for n in [*names, "cuda"] if n != ANY_BACKEND)
     return tuple(dict.fromkeys(swapped))
 

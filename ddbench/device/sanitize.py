@@ -11,12 +11,12 @@ import torch
 
 from ddbench.backends.cuda_kernel import CudaKernelBackend
 from ddbench.inputs import generate_inputs
-from ddbench.suite import load_suite
+from ddbench.inputs.suite_file import load_suite_file
 
 
 def main(argv: list[str]) -> int:
     suite_path, *ids = argv
-    cases = {c.id: c for c in load_suite(suite_path).cases}
+    cases = {c.id: c for c in load_suite_file(suite_path).cases}
     backend = CudaKernelBackend()
     for case_id in ids:
         inputs = generate_inputs(cases[case_id], "cuda")

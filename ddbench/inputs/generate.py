@@ -10,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from pathlib import Path
 
 import torch
 
 from ddbench.errors import InputError
+from ddbench.inputs.capture_file import read_capture
 from ddbench.inputs.layout import VerifyInputs, poison_
 from ddbench.inputs.pool import scatter_slots
 from ddbench.suite.ids import canonical_json
@@ -119,14 +119,10 @@ def _indptr(lengths: list[int], dtype: torch.dtype) -> torch.Tensor:
 
 
 def _replayed(case: Case, device: torch.device | str) -> VerifyInputs:
-    # ddbench.capture.read builds VerifyInputs from this package: importing it at module level is a cycle.
-    from ddbench.capture.read import read_capture
-
-    actual = hashlib.sha256(Path(case.capture.path).read_bytes()).hexdigest()
-    if actual != case.capture.sha256:
+    capture = read_capture(case.capture.path)  # read once: the checksum below is of these very bytes
+    if capture.sha256 != case.capture.sha256:
         raise InputError(
             "the capture changed since the suite was loaded (its SHA-256 differs)", file=case.capture.path
         )
-    capture = read_capture(case.capture.path)
     inputs = dataclasses.replace(capture.inputs, captured_output=capture.output)
     return inputs if torch.device(device).type == "cpu" else inputs.to(device)

@@ -1,4 +1,4 @@
-"""SGLang's extend layout for target-verify, tensor by tensor, under SGLang's own names (DESIGN.md §1)."""
+"""SGLang's extend layout for target-verify, tensor by tensor, under SGLang's own names."""
 
 from __future__ import annotations
 

@@ -5,16 +5,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ddbench.errors import InputError, SuiteInvalid
-from ddbench.suite import Case, Suite, load_suite
+from ddbench.inputs.suite_file import load_suite_file
+from ddbench.suite import Case, Suite
+from ddbench.suite.case_count import DEFAULT_MAX_CASES
 from ddbench.suite.select import case_filter, select_shard
 
 
-def load_suites(paths: Sequence[str]) -> list[Suite]:
-    """Load every file, then fail with all problems of all files at once."""
+def load_suites(
+    paths: Sequence[str], *, max_cases: int = DEFAULT_MAX_CASES, allow_capture_dirs: Sequence[str] = ()
+) -> list[Suite]:
+    """Load every file (captures confined to its folder or `allow_capture_dirs`, at most `max_cases` cases
+    each), then fail with all problems of all files at once."""
     suites, problems = [], []
     for path in paths:
         try:
-            suites.append(load_suite(path))
+            suites.append(load_suite_file(path, max_cases=max_cases, allow_capture_dirs=allow_capture_dirs))
         except SuiteInvalid as err:
             problems += err.errors
         except InputError as err:

@@ -32,6 +32,7 @@ from ddbench.runner.roles import Role, lend_bounds, refuse_unjudged, role_in
 from ddbench.runner.selection import load_suites, require_cases, select_cases
 from ddbench.runner.sinks import Sink
 from ddbench.suite import Case, Suite
+from ddbench.suite.case_count import DEFAULT_MAX_CASES
 from ddbench.suite.model import ANY_BACKEND
 from ddbench.timing.settings import TimingSettings
 
@@ -43,6 +44,8 @@ class SessionOptions:
     """What a command asks of a run; every face builds one of these and nothing else."""
 
     suites: tuple[str, ...]
+    max_cases: int = DEFAULT_MAX_CASES  # per suite file, counted before expanding
+    allow_capture_dirs: tuple[str, ...] = ()  # folders besides each suite's own that captures may come from
     filter_expr: str | None = None
     shard: str | None = None
     backends: tuple[str, ...] | None = None  # names or module:attr; None: each case's own
@@ -84,7 +87,9 @@ class RunOutcome:
 class Session:
     def __init__(self, options: SessionOptions) -> None:
         self.options = options
-        self.suites: list[Suite] = load_suites(options.suites)
+        self.suites: list[Suite] = load_suites(
+            options.suites, max_cases=options.max_cases, allow_capture_dirs=options.allow_capture_dirs
+        )
         cases = select_cases(self.suites, options.filter_expr, options.shard)
         require_cases(cases, options.filter_expr)
         self.plugins = self._load_plugins()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddbench.timing.settings import TimingSettings
+from ddbench.suite.timing_settings import TimingSettings
 
 
 @dataclass(frozen=True)

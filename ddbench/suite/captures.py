@@ -1,7 +1,7 @@
 """Suite cases that replay captured calls: what the suite layer needs to know about a capture file.
 
-The suite stays pure: `load_suite` hands `parse_suite` a loader (suite/load.py reads the files and
-ddbench.capture checks them); a case is then built from the capture's own shapes, scale and trees.
+The suite layer never reads captures itself: it is handed a loader (ddbench.inputs.suite_file wires the
+capture reader of ddbench.inputs); a case is then built from the capture's own shapes, scale and trees.
 """
 
 from __future__ import annotations

@@ -16,8 +16,15 @@ def canonical_json(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
 
+def workload_digest(case: Case) -> str:
+    """The full SHA-256 of the workload: what tells two workloads apart (the ID's 8 hex digits collide
+    among ~10^5 cases; a 256-bit digest does not)."""
+    return hashlib.sha256(canonical_json(case.workload()).encode()).hexdigest()
+
+
 def workload_hash(case: Case) -> str:
-    return hashlib.sha256(canonical_json(case.workload()).encode()).hexdigest()[:HASH_CHARS]
+    """The ID's short suffix: enough for people and filters, not for telling workloads apart."""
+    return workload_digest(case)[:HASH_CHARS]
 
 
 def _prefix_label(prefix_lens: tuple[int, ...]) -> str:

@@ -1,56 +1,120 @@
-"""Read a suite file: JSON, then the schema, then expansion and semantic checks. The only I/O of `suite/`."""
+"""Read a suite file: JSON, then the schema, then expansion and semantic checks. The only I/O of `suite/`.
+
+`read_json` is the one reader of every JSON file the tool takes (suites, results, baselines): whatever a
+file holds, it ends in a value or an InputError (exit 2), in bounded time and memory.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+from ddbench.bounded_read import read_regular_file, size_limit
 from ddbench.errors import InputError, SuiteInvalid
 from ddbench.suite.captures import CaptureInfo, CaptureLoader
+from ddbench.suite.case_count import DEFAULT_MAX_CASES, check_case_count, too_many_cases
 from ddbench.suite.expand import RawCase, expand_document
-from ddbench.suite.ids import workload_hash
-from ddbench.suite.model import CaptureRef, Suite
+from ddbench.suite.ids import workload_digest
+from ddbench.suite.model import Suite
 from ddbench.suite.resolve import resolve_capture_case, resolve_case
 from ddbench.suite.schema import schema_errors
 
+# A results file of a large suite with saved figures runs to tens of MB; 512 MiB leaves room for merges of
+# many shards while keeping a mistaken path (a disk image, a log) from filling memory.
+MAX_JSON_BYTES = 512 << 20
+MAX_JSON_BYTES_ENV = "DDBENCH_MAX_JSON_BYTES"
+MAX_JSON_DEPTH = 100  # suites nest about 6 levels, results about 8: deeper is not a ddbench document
+MAX_INT_DIGITS = 100  # seeds and byte counts need 20; longer integers only cost time and overflow floats
 
-def read_json(path: Path) -> Any:
+
+class _IntegerTooLong(ValueError):
+    pass
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise _IntegerTooLong(len(text.lstrip("-")))
+    return int(text)
+
+
+def _too_deep(value: Any) -> bool:
+    """Nesting past MAX_JSON_DEPTH, found without recursion (so the check itself cannot overflow)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            return True
+        if isinstance(item, dict):
+            stack += [(v, depth + 1) for v in item.values() if isinstance(v, dict | list)]
+        elif isinstance(item, list):
+            stack += [(v, depth + 1) for v in item if isinstance(v, dict | list)]
+    return False
+
+
+def read_json(path: Path, *, what: str = "JSON file", max_bytes: int | None = None) -> Any:
+    """Parse a JSON file: a regular file within the size limit, integers of sane length, sane nesting."""
+    limit = size_limit(os.environ, MAX_JSON_BYTES_ENV, MAX_JSON_BYTES) if max_bytes is None else max_bytes
+    data = read_regular_file(
+        path,
+        what=what,
+        max_bytes=limit,
+        raise_with=f"set {MAX_JSON_BYTES_ENV}, e.g. {MAX_JSON_BYTES_ENV}=2G, to raise it",
+    )
+    file = str(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("no such file", file=str(path)) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a suite file", file=str(path)) from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(f"cannot read: {err}", file=str(path)) from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(f"cannot read: not UTF-8 text (byte {err.start})", file=file) from None
     try:
-        return json.loads(text)
+        value = json.loads(text, parse_int=_parse_int)
     except json.JSONDecodeError as err:
         raise InputError(
-            f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}", file=str(path)
+            f"not valid JSON: {err.msg} at line {err.lineno} column {err.colno}", file=file
         ) from None
+    except _IntegerTooLong as err:
+        raise InputError(
+            f"not valid JSON for ddbench: an integer of {err.args[0]} digits (at most {MAX_INT_DIGITS})",
+            file=file,
+        ) from None
+    except RecursionError:
+        raise InputError(
+            f"not valid JSON for ddbench: nested deeper than {MAX_JSON_DEPTH} levels", file=file
+        ) from None
+    except ValueError as err:  # what else the decoder refuses (e.g. a number it cannot convert)
+        raise InputError(f"not valid JSON: {err}", file=file) from None
+    if _too_deep(value):
+        raise InputError(f"not valid JSON for ddbench: nested deeper than {MAX_JSON_DEPTH} levels", file=file)
+    return value
 
 
 def _no_captures(name: str) -> list[CaptureInfo]:
     raise InputError("captures are replayed from suite files only (their paths are relative to the file)")
 
 
-def parse_suite(document: Any, file: str, captures: CaptureLoader = _no_captures) -> Suite:
+def parse_suite(
+    document: Any, file: str, captures: CaptureLoader = _no_captures, *, max_cases: int = DEFAULT_MAX_CASES
+) -> Suite:
     """Validate and expand an already-parsed document; raises SuiteInvalid listing every problem.
 
-    `captures` reads the capture files that cases name (load_suite passes one rooted at the suite's folder).
+    `captures` reads the capture files that cases name (ddbench.inputs.suite_file passes one rooted at the
+    suite's folder). A document that would expand past `max_cases` is refused before it is expanded.
     """
     errors = schema_errors(document, file)
     if errors:
         raise SuiteInvalid(errors)
-    cases, first_seen = [], {}
-    for raw, case, problems in _resolved(expand_document(document), document["name"], file, captures):
+    check_case_count(document, file, max_cases)
+    cases, first_seen, id_seen = [], {}, {}
+    for count, (raw, case, problems) in enumerate(
+        _resolved(expand_document(document), document["name"], file, captures), start=1
+    ):
+        if count > max_cases:  # capture folders add a case per file
+            raise too_many_cases(count, max_cases, file, raw.where)
         errors += problems
         if case is None:
             continue
-        key = workload_hash(case)  # two labels on one workload are still one workload
+        key = workload_digest(case)  # two labels on one workload are still one workload
         if key in first_seen:
             errors.append(
                 InputError(
@@ -60,7 +124,17 @@ def parse_suite(document: Any, file: str, captures: CaptureLoader = _no_captures
                 )
             )
             continue
-        first_seen[key] = raw.where
+        if case.id in id_seen:  # distinct workloads whose readable parts and 32-bit suffixes agree
+            errors.append(
+                InputError(
+                    f"case {case.id} has the same ID as the different workload of {id_seen[case.id]}; "
+                    "results are keyed by ID: give one of them a label",
+                    file=file,
+                    path=raw.where,
+                )
+            )
+            continue
+        first_seen[key] = id_seen[case.id] = raw.where
         cases.append(case)
     if errors:
         # A bad default fails every case it reaches; say it once.
@@ -92,38 +166,9 @@ def _resolved(raws: list[RawCase], suite: str, file: str, captures: CaptureLoade
             yield (raw, *resolve_capture_case(raw, suite, file, info))
 
 
-def load_suite(path: str | Path) -> Suite:
+def load_suite(
+    path: str | Path, captures: CaptureLoader = _no_captures, *, max_cases: int = DEFAULT_MAX_CASES
+) -> Suite:
+    """Read and parse one suite file; `captures` reads the files its capture entries name."""
     path = Path(path)
-    return parse_suite(read_json(path), str(path), file_loader(path.parent))
-
-
-def file_loader(base: Path) -> CaptureLoader:
-    """Read captures named relative to `base` (the suite file's folder); a folder means all of its files."""
-    cache: dict[Path, CaptureInfo] = {}
-
-    def load(name: str) -> list[CaptureInfo]:
-        # ddbench.capture reads tensors with ddbench.inputs, which uses suite.presets: import at call time.
-        from ddbench.capture.read import read_capture
-        from ddbench.capture.summary import capture_files
-
-        out = []
-        for path in capture_files([base / name]):
-            if path not in cache:
-                capture = read_capture(path)
-                x = capture.inputs
-                cache[path] = CaptureInfo(
-                    ref=CaptureRef(str(path), hashlib.sha256(path.read_bytes()).hexdigest()),
-                    stem=path.name.removesuffix(".safetensors"),
-                    model=capture.metadata.get("model"),
-                    heads=x.num_heads,
-                    sm_scale=x.sm_scale,
-                    batch_size=x.batch_size,
-                    prefix_lens=tuple(x.prefix_lens),
-                    q_len=max(x.q_lens),
-                    page_size=x.page_size,
-                    parents=tuple(x.trees[0].parents) if x.trees else None,
-                )
-            out.append(cache[path])
-        return out
-
-    return load
+    return parse_suite(read_json(path, what="suite file"), str(path), captures, max_cases=max_cases)

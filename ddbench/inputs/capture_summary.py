@@ -6,9 +6,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ddbench.capture.format import OUTPUT_TENSOR, SUFFIX
-from ddbench.capture.read import Capture
 from ddbench.errors import InputError
+from ddbench.inputs.capture_file import Capture
+from ddbench.inputs.capture_format import OUTPUT_TENSOR, SUFFIX
 from ddbench.inputs.layout import TENSOR_FIELDS
 
 

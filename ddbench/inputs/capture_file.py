@@ -3,12 +3,16 @@
 Every problem — a missing or truncated file, bytes that are not safetensors, a missing tensor, a wrong
 dtype or shape, bad metadata, a checksum mismatch, inputs that break the layout's invariants — becomes an
 InputError naming the file, so a suite that replays a folder of captures says which one is broken.
+Only regular files up to a size limit are read (ddbench/bounded_read.py), and no message quotes the
+file's bytes: a capture path pointing at a secret or a device says what is wrong, not what is inside.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +20,9 @@ from typing import Any
 
 import torch
 
-from ddbench.capture.format import (
+from ddbench.bounded_read import read_regular_file, size_limit
+from ddbench.errors import InputError
+from ddbench.inputs.capture_format import (
     FORMAT_VERSION,
     METADATA_KEY,
     OUTPUT_TENSOR,
@@ -24,14 +30,16 @@ from ddbench.capture.format import (
     TENSOR_SPEC,
     tensor_sha256,
 )
-from ddbench.capture.mask_tree import trees_from_custom_mask
-from ddbench.errors import InputError
 from ddbench.inputs.check import check_inputs
 from ddbench.inputs.layout import VerifyInputs, poison_
+from ddbench.inputs.mask_tree import trees_from_custom_mask
 from ddbench.suite.presets import HEAD_DIM_V
 
 _MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit: a larger length means the bytes are not safetensors
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+# A compacted capture holds the pages its call read; 4 GiB covers bs 64 at a 16K prefix with room to spare.
+MAX_CAPTURE_BYTES = 4 << 30
+MAX_CAPTURE_BYTES_ENV = "DDBENCH_MAX_CAPTURE_BYTES"
 
 
 @dataclass
@@ -42,13 +50,30 @@ class Capture:
     inputs: VerifyInputs
     output: torch.Tensor  # (T, H, 512) bf16: o_extend as the serving kernel left it
     metadata: dict[str, Any]
+    sha256: str = ""  # of the file's bytes, as read: what a suite case records to notice a later change
 
 
-def read_capture(path: str | Path) -> Capture:
+def capture_size_limit() -> int:
+    """MAX_CAPTURE_BYTES, unless DDBENCH_MAX_CAPTURE_BYTES (e.g. 16G) says otherwise."""
+    return size_limit(os.environ, MAX_CAPTURE_BYTES_ENV, MAX_CAPTURE_BYTES)
+
+
+def read_capture_bytes(path: str | Path, max_bytes: int | None = None) -> bytes:
+    """The file's bytes: a regular file within the size limit, else InputError(file=path)."""
+    return read_regular_file(
+        path,
+        what="capture file",
+        max_bytes=capture_size_limit() if max_bytes is None else max_bytes,
+        raise_with=f"set {MAX_CAPTURE_BYTES_ENV}, e.g. {MAX_CAPTURE_BYTES_ENV}=16G, to raise it",
+        missing="no such capture file",
+    )
+
+
+def read_capture(path: str | Path, *, max_bytes: int | None = None) -> Capture:
     """Load and validate one capture file; raises InputError(file=path) on any problem."""
     path = Path(path)
     file = str(path)
-    data = _read_bytes(path, file)
+    data = read_capture_bytes(path, max_bytes)
     metadata = _parse_header(data, file)
     tensors = _load_tensors(data, file)
     _check_tensors(tensors, file)
@@ -58,19 +83,12 @@ def read_capture(path: str | Path) -> Capture:
             file=file,
         )
     return Capture(
-        path=path, inputs=_inputs(tensors, metadata, file), output=tensors[OUTPUT_TENSOR], metadata=metadata
+        path=path,
+        inputs=_inputs(tensors, metadata, file),
+        output=tensors[OUTPUT_TENSOR],
+        metadata=metadata,
+        sha256=hashlib.sha256(data).hexdigest(),
     )
-
-
-def _read_bytes(path: Path, file: str) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise InputError("no such capture file", file=file) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not a capture file", file=file) from None
-    except OSError as err:
-        raise InputError(f"cannot read: {err.strerror or err}", file=file) from None
 
 
 def _parse_header(data: bytes, file: str) -> dict[str, Any]:
@@ -81,8 +99,8 @@ def _parse_header(data: bytes, file: str) -> dict[str, Any]:
             file=file,
         )
     size = int.from_bytes(data[:8], "little")
-    if size < 2 or size > _MAX_HEADER:
-        raise InputError(f"not a safetensors file (header length field reads {size})", file=file)
+    if size < 2 or size > _MAX_HEADER:  # never print the field: it is eight bytes of someone's file
+        raise InputError("not a safetensors file: header length field out of range", file=file)
     if 8 + size > len(data):
         raise InputError(
             f"truncated: the header needs {size} bytes after the length field, the file has {len(data) - 8}",
@@ -90,7 +108,7 @@ def _parse_header(data: bytes, file: str) -> dict[str, Any]:
         )
     try:
         header = json.loads(data[8 : 8 + size].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # JSONDecodeError is a ValueError
         raise InputError("not a safetensors file: the header is not JSON", file=file) from None
     if not isinstance(header, dict):
         raise InputError("not a safetensors file: the header is not a JSON object", file=file)
@@ -119,15 +137,17 @@ def _parse_metadata(raw: Any, file: str) -> dict[str, Any]:
         )
     try:
         metadata = json.loads(raw[METADATA_KEY])
-    except (TypeError, json.JSONDecodeError) as err:
-        raise InputError(f"is not valid JSON: {err}", file=file, path=f"metadata[{METADATA_KEY}]") from None
+    except (TypeError, ValueError, RecursionError) as err:
+        where = f": {err.msg} at position {err.pos}" if isinstance(err, json.JSONDecodeError) else ""
+        raise InputError(f"is not valid JSON{where}", file=file, path=f"metadata[{METADATA_KEY}]") from None
     if not isinstance(metadata, dict):
         raise InputError("must be a JSON object", file=file, path=f"metadata[{METADATA_KEY}]")
     for key, types in REQUIRED_METADATA.items():
         value = metadata.get(key)
         if (isinstance(value, bool) and bool not in types) or not isinstance(value, types):
             want = " or ".join(t.__name__ for t in types)
-            raise InputError(f"missing or not a {want} (got {value!r})", file=file, path=f"metadata.{key}")
+            got = "nothing" if value is None else f"a {type(value).__name__}"
+            raise InputError(f"missing or not a {want} (got {got})", file=file, path=f"metadata.{key}")
     if metadata["format_version"] != FORMAT_VERSION:
         raise InputError(
             f"format version {metadata['format_version']}; this ddbench reads version {FORMAT_VERSION}",
