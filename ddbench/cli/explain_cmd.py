@@ -20,13 +20,14 @@ from ddbench.errors import InputError
 from ddbench.explain import explain
 from ddbench.explain.threads import single_thread
 from ddbench.inputs import check_inputs, generate_inputs
+from ddbench.metrics.status import FAILED
 from ddbench.report.diagnosis_markdown import diagnosis_section
 from ddbench.report.diagnosis_table import error_map_table, ranking_table
 from ddbench.report.saved_outputs import load_saved_outputs, saved_outputs_path
 from ddbench.results.read import read_results
 from ddbench.suite.from_json import case_from_json
 
-_FAILED = ("fail", "error")
+_FAILED = FAILED
 
 
 def find_case(document: Mapping[str, Any], query: str, file: str) -> Mapping[str, Any]:

@@ -19,3 +19,8 @@ class Status(str, Enum):
     @property
     def failed(self) -> bool:
         return self in (Status.FAIL, Status.ERROR)
+
+
+FAILED = (Status.FAIL, Status.ERROR)
+# Worst first, for reports that sort; `no-baseline` is a latency check's own verdict (latency_verdict).
+SEVERITY = {Status.ERROR: 0, Status.FAIL: 1, "no-baseline": 2, Status.PASS: 3, Status.SKIPPED: 4}

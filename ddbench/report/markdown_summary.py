@@ -10,14 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ddbench.metrics.status import FAILED, SEVERITY, Status
 from ddbench.report.diagnosis_markdown import diagnosis_markdown
 from ddbench.report.markdown_table import escape_cell, markdown_table
 from ddbench.results.document import counts_text, run_verdict
 
 # Rows in one table before the rest is left to the results file (GitHub caps a step summary at 1 MiB).
 MAX_TABLE_ROWS = 300
-_STATUS_ORDER = {"error": 0, "fail": 1, "no-baseline": 2, "pass": 3, "skipped": 4}
-_FAILED = ("fail", "error")
+_STATUS_ORDER = SEVERITY
+_FAILED = FAILED
 
 
 def _verdict(status: str, reasons: Sequence[str] = ()) -> str:
@@ -66,7 +67,7 @@ def _failures(cases: Sequence[Mapping[str, Any]]) -> list[str]:
         what += [
             f"latency {k['kind']} {k['subject']}: {k['detail']}"
             for k in verdict.get("checks", [])
-            if k["status"] == "fail"
+            if k["status"] == Status.FAIL
         ]
         lines.append(f"- `{c['id']}` **{c['status']}**: " + escape_cell("; ".join(what) or "see results"))
     return ["### Failures", "", *lines] if lines else []
@@ -77,7 +78,7 @@ def _parity_rows(cases: Sequence[Mapping[str, Any]]) -> list[tuple[int, list[str
     for c in cases:
         if c.get("error") or not c["pairs"]:
             rows.append((_STATUS_ORDER[c["status"]], [f"`{c['id']}`", "-", "", "", _verdict(c["status"])]))
-        shown = [p for p in c["pairs"] if p["status"] != "skipped"] or c["pairs"]
+        shown = [p for p in c["pairs"] if p["status"] != Status.SKIPPED] or c["pairs"]
         for p in shown:
             f = p.get("figures") or {}
             rows.append(
@@ -101,7 +102,7 @@ def _backend_budget(verdict: Mapping[str, Any], backend: str) -> tuple[str, list
     if not checks:
         return "-", []
     worst = min((k["status"] for k in checks), key=lambda s: _STATUS_ORDER.get(s, 9))
-    return worst, [f"{k['kind']}: {k['detail']}" for k in checks if k["status"] == "fail"]
+    return worst, [f"{k['kind']}: {k['detail']}" for k in checks if k["status"] == Status.FAIL]
 
 
 def _latency_rows(cases: Sequence[Mapping[str, Any]]) -> list[tuple[int, list[str]]]:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from rich.markup import escape
 from rich.table import Table
 
-from ddbench.metrics import ERROR, FAIL, PASS, SKIPPED
+from ddbench.metrics import ERROR, FAIL, PASS, SKIPPED, Status
 from ddbench.results.case_result import CaseResult
 from ddbench.suite.model import Case
 from ddbench.trees import tree_label
@@ -132,6 +132,6 @@ def latency_table(results: Sequence[CaseResult]) -> Table:
                 "",
             )
         verdict = r.timing.verdict.status
-        style = {"pass": "green", "fail": "bold red"}.get(verdict, "yellow")
+        style = {Status.PASS: "green", Status.FAIL: "bold red"}.get(verdict, "yellow")
         table.add_row(r.case.id, "budget", "", "", "", "", "", "", f"[{style}]{verdict}[/]")
     return table
