@@ -7,11 +7,11 @@ import os
 
 import pytest
 from click.testing import CliRunner
-from ddbench.report.read_results import read_results
 
 import ddbench.bounded_read as bounded_read
 from ddbench.cli.main import cli
 from ddbench.errors import InputError
+from ddbench.results.read import read_results
 from ddbench.suite.load import MAX_INT_DIGITS, MAX_JSON_DEPTH, read_json
 
 
