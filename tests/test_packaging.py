@@ -1,4 +1,4 @@
-"""The wheel carries the kernel sources, and an installed ddbench finds them and builds outside site-packages."""
+"""The wheel carries the kernel sources; an installed ddbench finds them and builds outside site-packages."""
 
 from __future__ import annotations
 
@@ -61,8 +61,9 @@ def test_built_wheel_holds_every_tracked_kernel_file(tmp_path):
     tracked = _tracked_kernel_files()
     source = tmp_path / "src"  # a copy: building in place would leave build/ and egg-info in the checkout
     shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info"))
+    build = ["wheel", "-q", "--no-deps", "--no-build-isolation", "-w", "out", str(source)]
     proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", "out", str(source)],
+        [sys.executable, "-m", "pip", *build],
         cwd=tmp_path,
         capture_output=True,
         text=True,

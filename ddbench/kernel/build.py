@@ -73,7 +73,7 @@ def find_kernels_dir() -> Path:
 
 
 def choose_build_dir(kernels: Path, repo_root: Path, env: Mapping[str, str], home: Path) -> Path:
-    """A checkout builds beside its sources (``<repo>/build/ddk``); an installed copy into the user's cache."""
+    """A checkout builds beside its sources (``<repo>/build/ddk``), an installed copy into the user cache."""
     if env.get(BUILD_DIR_ENV):
         return Path(env[BUILD_DIR_ENV])
     if kernels == repo_root / "kernels":
