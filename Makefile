@@ -64,7 +64,8 @@ endif
 	@echo "sglang is installed without its ~65 serving dependencies on purpose (only its kernel module is used):"
 	@echo "pip's conflict check is turned off for the next two steps, and 'pip check' would list them."
 	$(BIN)/python -m pip install -q --no-warn-conflicts -r requirements/sglang-kernel.txt
-	$(BIN)/python -m pip install -q --no-warn-conflicts -e '.[dev]'
+	@# -qq: setuptools' informational 'Editable installation' banner is not a problem; errors still print.
+	$(BIN)/python -m pip install -qq --no-warn-conflicts -e '.[dev]'
 	touch $@
 
 clean:
