@@ -7,11 +7,13 @@ of its accumulation type per request (einsum result, masked copy, softmax) besid
 and values; `cuda-emu` and `cuda` add the marshaled slot lists, the mask bit words and the split-K
 workspace; Triton's interpreter works on CPU tensors in place (tiles only). The run keeps a copy of each
 backend's output, and its input fingerprint sums each read-only tensor through an int64 copy (4 x the
-bf16 pool). Checked against peak RSS on this machine: within 12 % on the cases below.
+bf16 pool; a 200 MB int16 tensor summed so raised peak RSS by 783 MB here). Against peak RSS, measured
+without the fingerprint on the 19 runs below that exceed 50 MB: -27 % to +11 %, median |error| 9 %.
 
 Seconds are an estimate for this machine's CPU (2 cores), fitted by least squares (weights 1/sqrt(t)) to
 one call of each backend, each in a fresh process, on these cases (heads x batch x prefix x q_len; a
-second figure is a repeat run, which shows the run-to-run spread of this shared machine):
+second figure is a repeat run). The machine was shared (load average up to 11 from other test runs), so
+repeats differ by up to 2x:
 
     case                 reference      reference-fp64   cuda-emu   triton   generation
     8 x 1 x 512 x 16     0.30 s         0.26 s           0.20 s     8.4 s    0.01-0.15 s
@@ -20,6 +22,8 @@ second figure is a repeat run, which shows the run-to-run spread of this shared 
     64 x 1 x 64 x 8      0.20 s         0.20 s           0.13 s     8.9 s    0.01-0.13 s
     8 x 3 x 96 x 9       0.11 s         0.50 s           0.11 s     3.3 s    0.08-0.14 s
     8 x 1 x 256 x 65     -              -                -         27.1 s    0.16 s
+    16 x 1 x 140 x 17    -              -                -         10.5 s    0.21 s
+    8 x 4 x 0-130 x 6    -              -                -         10.1 s    -      (inside `ddbench run`)
     64 x 1 x 1024 x 16   -              -                1.51 s     -        0.09 s
     8 x 8 x 1024 x 17    1.60 s         1.11 s           2.62 s     -        0.26-0.33 s
     64 x 2 x 4096 x 33   1.20, 1.28 s   1.22, 1.84 s    22.6 s      -        0.15-0.37 s
@@ -33,7 +37,7 @@ element; `triton` the interpreter's block iterations (SGLang picks 32 x 32 block
 dim 576: every request, head and 32-query block walks its prefix and its draft keys 32 at a time);
 generation a fixed cost and one per random number drawn. Fit error, |estimate - measured| / measured,
 on the cases of 1 s or more (median, max): reference 25 %, 37 %; reference-fp64 27 %, 92 %; cuda-emu 3 %,
-40 %; triton 26 %, 102 %; generation 55 %, 58 %. Below 1 s the error is up to 0.3 s (a fixed cost per call
+40 %; triton 39 %, 98 %; generation 55 %, 58 %. Below 1 s the error is up to 0.3 s (a fixed cost per call
 that varies run to run). So read a figure as its order of magnitude: within a factor of two. GPU time
 (`cuda`, `triton` on a GPU) is not estimated: microseconds to milliseconds per call after a one-off
 compile, and the run names it as unknown.
@@ -73,7 +77,7 @@ REFERENCE_RATES = {
 }
 CUDA_EMU_FIXED_S = 0.060
 CUDA_EMU_PER_SCORE_S = 1.33e-6
-TRITON_PER_BLOCK_ITERATION_S = 0.0686
+TRITON_PER_BLOCK_ITERATION_S = 0.0673
 
 REFERENCE_ACCUMULATION_BYTES = {"reference": FP32_BYTES, "reference-fp64": FP64_BYTES}
 GPU_ONLY = frozenset({"cuda"})

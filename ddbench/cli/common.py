@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 
 from rich.console import Console
 
@@ -14,12 +15,20 @@ from ddbench.suite import Case, Suite, load_suite
 from ddbench.suite.model import ANY_BACKEND
 from ddbench.suite.select import case_filter
 
+
+def colour_settings(env: Mapping[str, str]) -> dict[str, object]:
+    """NO_COLOR (https://no-color.org: set and not empty) wins over FORCE_COLOR: rich alone still writes
+    escape codes with both set. None means no escape codes at all, colour or bold."""
+    return {"color_system": None} if env.get("NO_COLOR") else {}
+
+
 # Files and CI logs get wide tables: case IDs are long, and folding them makes them impossible to grep.
 _WIDTH_OFF_TERMINAL = 200
-stdout = Console(soft_wrap=False)
+_COLOUR = colour_settings(os.environ)
+stdout = Console(soft_wrap=False, **_COLOUR)
 if not stdout.is_terminal:
-    stdout = Console(soft_wrap=False, width=_WIDTH_OFF_TERMINAL)
-stderr = Console(stderr=True)
+    stdout = Console(soft_wrap=False, width=_WIDTH_OFF_TERMINAL, **_COLOUR)
+stderr = Console(stderr=True, **_COLOUR)
 
 
 def load_suites(paths: Sequence[str]) -> list[Suite]:

@@ -14,6 +14,7 @@ from ddbench.suite.presets import HEAD_DIM_QK, HEAD_DIM_V
 BF16_BYTES = 2
 FP32_BYTES = 4
 INDEX_BYTES = 8  # int64 slots and mask offsets
+INDPTR32_BYTES = 4  # qo_indptr and kv_indptr are int32
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def input_footprint(case: Case) -> InputFootprint:
         + output  # o_extend
         + tokens * INDEX_BYTES  # kv_indices and out_cache_loc
         + mask_bits  # custom_mask, one bool per bit
-        + 3 * (case.batch_size + 1) * INDEX_BYTES  # the indptrs
+        + (case.batch_size + 1) * (2 * INDPTR32_BYTES + INDEX_BYTES)  # qo, kv (int32) and mask indptr
     )
     if case.capture is not None:
         # The recorded output rides along; the file's bytes are read whole to compare its SHA-256.
