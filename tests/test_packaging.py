@@ -22,18 +22,23 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE_KEY = f"ddbench.{PACKAGED_KERNELS}"
 
 
-def _tracked_kernel_files() -> list[str]:
-    """Paths relative to kernels/ of every file git tracks there."""
+def _tracked(folder: str) -> list[str]:
+    """Paths (from the repository root) of every file git tracks under `folder`."""
     if shutil.which("git") is None:
-        pytest.skip("git is not installed: cannot list the tracked kernel files")
+        pytest.skip("git is not installed: cannot list the tracked files")
     proc = subprocess.run(
-        ["git", "-C", str(REPO), "ls-files", "kernels"], capture_output=True, text=True, check=False
+        ["git", "-C", str(REPO), "ls-files", folder], capture_output=True, text=True, check=False
     )
     if proc.returncode != 0:
         pytest.skip(f"not a git checkout: {proc.stderr.strip()}")
-    files = [line.removeprefix("kernels/") for line in proc.stdout.splitlines()]
-    assert files, "git tracks no file under kernels/"
+    files = proc.stdout.splitlines()
+    assert files, f"git tracks no file under {folder}/"
     return files
+
+
+def _tracked_kernel_files() -> list[str]:
+    """Paths relative to kernels/ of every file git tracks there."""
+    return [path.removeprefix("kernels/") for path in _tracked("kernels")]
 
 
 def _package_data_globs() -> list[str]:
@@ -60,7 +65,8 @@ def test_setup_maps_the_package_data_onto_the_kernels_folder():
 def test_built_wheel_holds_every_tracked_kernel_file(tmp_path):
     tracked = _tracked_kernel_files()
     source = tmp_path / "src"  # a copy: building in place would leave build/ and egg-info in the checkout
-    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", ".venv", "build", "*.egg-info"))
+    skip = (".git", ".venv", ".whl", "build", "results", "*.egg-info", "__pycache__", ".*cache", ".bench*")
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(*skip))
     build = ["wheel", "-q", "--no-deps", "--no-build-isolation", "-w", "out", str(source)]
     proc = subprocess.run(
         [sys.executable, "-m", "pip", *build],
@@ -77,7 +83,8 @@ def test_built_wheel_holds_every_tracked_kernel_file(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     prefix = f"ddbench/{PACKAGED_KERNELS}/"
     assert sorted(f for f in tracked if prefix + f not in names) == []
-    assert "ddbench/suite/schema.json" in names  # the other package data is still there
+    # And the package itself, its data files (JSON schemas) included.
+    assert sorted(f for f in _tracked("ddbench") if f not in names) == []
 
 
 def _kernels_folder(root: Path) -> Path:
