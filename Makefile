@@ -11,7 +11,7 @@ ALL_SUITES := suites/smoke.json suites/k26-tp8-parity.json suites/kernel-parity.
 HAS_CUDA := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 RESULTS := results
 
-.PHONY: test smoke suite suites lint env kernel-check device-check device-wheels clean
+.PHONY: test smoke suite suites lint env kernel-check device-check device-wheels wheel-check clean
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider
@@ -49,6 +49,10 @@ device-check:
 device-wheels:
 	bash scripts/device-wheels.sh
 
+# The wheel alone in a fresh venv finds its kernel sources in site-packages, every tracked kernels/ file.
+wheel-check: $(STAMP)
+	bash scripts/wheel-check.sh $(BIN)/python
+
 $(STAMP): pyproject.toml requirements/torch-cpu.txt requirements/sglang-kernel.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
@@ -58,8 +62,11 @@ else
 	$(BIN)/python -m pip install -q -r requirements/torch-cpu.txt
 endif
 	$(BIN)/python -m pip install -q --no-deps sglang==0.5.23
-	$(BIN)/python -m pip install -q -r requirements/sglang-kernel.txt
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	@echo "sglang is installed without its ~65 serving dependencies on purpose (only its kernel module is used):"
+	@echo "pip's conflict check is turned off for the next two steps, and 'pip check' would list them."
+	$(BIN)/python -m pip install -q --no-warn-conflicts -r requirements/sglang-kernel.txt
+	@# -qq: setuptools' informational 'Editable installation' banner is not a problem; errors still print.
+	$(BIN)/python -m pip install -qq --no-warn-conflicts -e '.[dev]'
 	touch $@
 
 clean:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import click
@@ -11,12 +12,20 @@ from rich.console import Console
 from ddbench.runner.selection import load_suites, require_cases, select_cases
 from ddbench.suite.case_count import DEFAULT_MAX_CASES
 
+
+def colour_settings(env: Mapping[str, str]) -> dict[str, object]:
+    """NO_COLOR (https://no-color.org: set and not empty) wins over FORCE_COLOR: rich alone still writes
+    escape codes with both set. None means no escape codes at all, colour or bold."""
+    return {"color_system": None} if env.get("NO_COLOR") else {}
+
+
 # Files and CI logs get wide tables: case IDs are long, and folding them makes them impossible to grep.
 _WIDTH_OFF_TERMINAL = 200
-stdout = Console(soft_wrap=False)
+_COLOUR = colour_settings(os.environ)
+stdout = Console(soft_wrap=False, **_COLOUR)
 if not stdout.is_terminal:
-    stdout = Console(soft_wrap=False, width=_WIDTH_OFF_TERMINAL)
-stderr = Console(stderr=True)
+    stdout = Console(soft_wrap=False, width=_WIDTH_OFF_TERMINAL, **_COLOUR)
+stderr = Console(stderr=True, **_COLOUR)
 
 F = TypeVar("F", bound=Callable[..., object])
 

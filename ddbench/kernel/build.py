@@ -1,8 +1,13 @@
 """Builds of the custom kernel's C++ sources for the host emulation (g++), and whether nvcc is usable here.
 
 Kernel source written against ``kernels/include/ddk/primitives.h`` compiles with ``-DDDK_EMULATE`` into a
-shared library that also holds the emulation runtime (``kernels/emu/runtime.cpp``, always added). Objects
-and libraries land under ``<repo>/build/ddk/`` (git-ignored), named by a hash of everything that goes
+shared library that also holds the emulation runtime (``kernels/emu/runtime.cpp``, always added).
+
+The kernel sources are the repository's ``kernels/`` folder in a source checkout (editable install) and
+the package data ``ddbench/kernel_sources/`` in an installed wheel (pyproject.toml maps one onto the other).
+Objects and libraries land under ``<repo>/build/ddk/`` (git-ignored) in a checkout; an installed copy
+(site-packages may be read-only) builds into ``$XDG_CACHE_HOME/ddbench/ddk`` (``~/.cache/ddbench/ddk``);
+``$DDBENCH_BUILD_DIR`` overrides both. Outputs are named by a hash of everything that goes
 into them (source, every header under ``kernels/include`` and ``kernels/emu``, flags, compiler version):
 an unchanged tree reuses them, any change rebuilds. Each source compiles to its own cached object, in
 parallel, so editing a kernel does not recompile the runtime. Files appear atomically (written under a
@@ -18,7 +23,7 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -41,13 +46,44 @@ class KernelBuildError(RuntimeError):
         super().__init__(message)
 
 
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+PACKAGED_KERNELS = "kernel_sources"  # the package-data name of kernels/ inside an installed ddbench
+BUILD_DIR_ENV = "DDBENCH_BUILD_DIR"
+_MARKER = Path("include") / "ddk" / "primitives.h"  # a folder holding this is ddbench's kernels/
+
+
+def locate_kernels(package_dir: Path, repo_root: Path) -> Path:
+    """The kernels folder: the installed package data first, then a source checkout's ``kernels/``.
+
+    The packaged copy wins because an installed ddbench's ``repo_root`` is site-packages, where an
+    unrelated top-level ``kernels`` package may live (SGLang's environment has one).
+    """
+    for candidate in (package_dir / PACKAGED_KERNELS, repo_root / "kernels"):
+        if (candidate / _MARKER).is_file():
+            return candidate
+    raise KernelBuildError(
+        f"the kernel sources are missing: neither {package_dir / PACKAGED_KERNELS} (an installed ddbench)"
+        f" nor {repo_root / 'kernels'} (a source checkout) holds {_MARKER}; reinstall ddbench"
+    )
+
+
 def find_kernels_dir() -> Path:
-    """``<repo>/kernels``: ``include/ddk/primitives.h``, the emulation runtime in ``emu/``, kernel sources."""
-    return REPO_ROOT / "kernels"
+    """The folder with ``include/ddk/primitives.h``, the emulation runtime in ``emu/``, kernel sources."""
+    return locate_kernels(PACKAGE_DIR, REPO_ROOT)
+
+
+def choose_build_dir(kernels: Path, repo_root: Path, env: Mapping[str, str], home: Path) -> Path:
+    """A checkout builds beside its sources (``<repo>/build/ddk``), an installed copy into the user cache."""
+    if env.get(BUILD_DIR_ENV):
+        return Path(env[BUILD_DIR_ENV])
+    if kernels == repo_root / "kernels":
+        return repo_root / "build" / "ddk"
+    cache = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else home / ".cache"
+    return cache / "ddbench" / "ddk"
 
 
 def build_dir() -> Path:
-    return REPO_ROOT / "build" / "ddk"
+    return choose_build_dir(find_kernels_dir(), REPO_ROOT, os.environ, Path.home())
 
 
 def find_nvcc() -> Path | None:
@@ -174,7 +210,7 @@ def build_emulation_library(
     sources: Sequence[Path | str], name: str, extra_flags: Sequence[str] = ()
 ) -> Path:
     """Compiles `sources` (+ the emulation runtime) with ``g++ -std=c++20 -O2 -fPIC -DDDK_EMULATE`` into
-    ``<repo>/build/ddk/<name>-<hash>.so`` and returns its path, reusing an identical earlier build.
+    ``build_dir()/<name>-<hash>.so`` and returns its path, reusing an identical earlier build.
 
     `extra_flags` go to every compile and to the link (e.g. ``("-g", "-fsanitize=address")``). The C++
     compiler is $CXX, else g++. Raises KernelBuildError, carrying the compiler's stderr, on failure.

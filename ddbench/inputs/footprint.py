@@ -1,0 +1,69 @@
+"""Bytes of one case's inputs, counted from its shape before anything is allocated.
+
+Mirrors `generate.py` tensor by tensor (bf16 = 2 bytes, int64 indices, a bool mask), so a case too big for
+the machine can be refused before the generator tries to allocate it. Pure: no torch, no file access.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ddbench.suite.model import Case
+from ddbench.suite.presets import HEAD_DIM_QK, HEAD_DIM_V
+
+BF16_BYTES = 2
+FP32_BYTES = 4
+INDEX_BYTES = 8  # int64 slots and mask offsets
+INDPTR32_BYTES = 4  # qo_indptr and kv_indptr are int32
+
+
+@dataclass(frozen=True)
+class InputFootprint:
+    """What the generator builds for a case, and what the attention over it touches."""
+
+    tokens: int  # every request's prefix and draft tokens: the keys in the pool
+    pool_rows: int  # rows of k_buffer: the tokens' scattered slots and the unused rows between them
+    input_bytes: int  # the VerifyInputs tensors once built
+    generation_peak_bytes: int  # while building: the inputs plus the float32 keys and queries drawn first
+    score_elements: int  # sum over requests of heads x q_len x (prefix + q_len): a dense score matrix
+    output_bytes: int  # one bf16 output, (tokens to verify) x heads x 512
+
+
+def pool_rows(prefix_lens: tuple[int, ...], q_len: int, page_size: int) -> int:
+    """`inputs/pool.py`'s pool size: every other slot (or page) is left unused."""
+    if page_size == 1:
+        return 2 * sum(p + q_len for p in prefix_lens) + 2
+    pages = sum(-(-(p + q_len) // page_size) for p in prefix_lens)
+    return (2 * pages + 2) * page_size
+
+
+def input_footprint(case: Case) -> InputFootprint:
+    """The byte count of `generate_inputs(case)` (a replayed capture holds the same tensors, plus the
+    recorded output, and is read whole once to check its hash)."""
+    heads, q_len, total_q = case.heads_per_rank, case.q_len, case.total_q
+    prefix_total = sum(case.prefix_lens)
+    tokens = prefix_total + total_q
+    rows = pool_rows(case.prefix_lens, q_len, case.page_size)
+    mask_bits = sum(q_len * (p + q_len) for p in case.prefix_lens)
+    output = total_q * heads * HEAD_DIM_V * BF16_BYTES
+    tensors = (
+        rows * HEAD_DIM_QK * BF16_BYTES  # k_buffer (v_buffer is a view of it)
+        + total_q * heads * HEAD_DIM_QK * BF16_BYTES  # q_extend
+        + total_q * (HEAD_DIM_QK + HEAD_DIM_V) * BF16_BYTES  # k_extend, v_extend
+        + output  # o_extend
+        + tokens * INDEX_BYTES  # kv_indices and out_cache_loc
+        + mask_bits  # custom_mask, one bool per bit
+        + (case.batch_size + 1) * (2 * INDPTR32_BYTES + INDEX_BYTES)  # qo, kv (int32) and mask indptr
+    )
+    if case.capture is not None:
+        # The recorded output rides along; the file's bytes are read whole to compare its SHA-256.
+        input_bytes = tensors + output
+        peak = 2 * input_bytes
+    else:
+        input_bytes = tensors
+        # Drawn in float32 before the bf16 copies: keys (tokens x 576) and queries (T x H x 576), the keys'
+        # bf16 copy on its way into the pool, and the slot permutations (int64, a few temporaries).
+        drawn = tokens * HEAD_DIM_QK * (FP32_BYTES + BF16_BYTES) + total_q * heads * HEAD_DIM_QK * FP32_BYTES
+        peak = input_bytes + drawn + 3 * tokens * INDEX_BYTES
+    scores = sum(heads * q_len * (p + q_len) for p in case.prefix_lens)
+    return InputFootprint(tokens, rows, input_bytes, peak, scores, output)
