@@ -12,7 +12,7 @@ from rich.table import Table
 from ddbench.backends.cost import Estimate, estimate_case
 from ddbench.cli.common import load_suites, select_cases, stdout, suite_file_options
 from ddbench.report.table import cases_table
-from ddbench.runner import backends_for
+from ddbench.runner.roles import default_backends
 from ddbench.suite import Case
 
 
@@ -35,7 +35,7 @@ def with_column(table: Table, header: str, cells: Sequence[str]) -> Table:
 
 def case_estimates(cases: Sequence[Case], device: str) -> list[Estimate]:
     """Each case's estimate for the backends it runs by default."""
-    return [estimate_case(case, backends_for(case, None, []), device) for case in cases]
+    return [estimate_case(case, default_backends(case), device) for case in cases]
 
 
 @click.command("list")

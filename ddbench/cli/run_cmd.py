@@ -5,10 +5,12 @@ from __future__ import annotations
 import click
 
 from ddbench.backends.registry import split_names
-from ddbench.cli.common import stderr, suite_file_options
+from ddbench.cli.common import stderr, stdout, suite_file_options
 from ddbench.cli.outcome import print_outcome
+from ddbench.cli.plan_table import plan_table
 from ddbench.cli.progress import ProgressSink
 from ddbench.environment import environment
+from ddbench.errors import InputError
 from ddbench.runner import Session, SessionOptions
 from ddbench.runner.sinks import OutputPaths
 from ddbench.timing.settings import MODES
@@ -72,6 +74,20 @@ from ddbench.timing.settings import MODES
     "--shard", help="i/n: run only every n-th case starting at the i-th (for several GPUs or jobs)."
 )
 @click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print each case's backends and estimated peak memory and CPU time; run nothing.",
+)
+@click.option(
+    "--max-memory",
+    type=click.FloatRange(min=0.0, min_open=True),
+    metavar="GB",
+    help="Refuse cases estimated to need more (default: half this machine's memory; a GPU's own memory).",
+)
+@click.option(
+    "--ignore-estimates", is_flag=True, help="Run cases whose estimate exceeds the memory limit anyway."
+)
+@click.option(
     "--markdown",
     "markdown_path",
     type=click.Path(dir_okay=False),
@@ -95,6 +111,9 @@ def run_command(
     baseline_file: str | None,
     shard: str | None,
     markdown_path: str | None,
+    dry_run: bool,
+    max_memory: float | None,
+    ignore_estimates: bool,
     max_cases: int,
     allow_captures: tuple[str, ...],
 ) -> None:
@@ -121,6 +140,18 @@ def run_command(
     outputs.check(inputs=[*suites, *([baseline_file] if baseline_file else [])])
     session = Session(options)
     stderr.print(session.describe(), highlight=False)
+    if dry_run:
+        stdout.print(plan_table(session))
+        return
+    refusals, warnings = session.check_estimates(int(max_memory * 1e9) if max_memory else None)
+    for line in warnings:
+        stderr.print(f"warning: {line}", highlight=False)
+    if refusals and not ignore_estimates:
+        raise InputError(
+            "cases that will not fit (pass --ignore-estimates to try anyway, or -k to leave them out):\n  "
+            + "\n  ".join(refusals),
+            path="--max-memory",
+        )
     sinks = outputs.sinks([s.path for s in session.suites], environment(), shard)
     with ProgressSink(stderr, len(session.cases)) as progress:
         outcome = session.run([*sinks, progress])

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from enum import Enum
 
 from ddbench.errors import InputError
-from ddbench.suite.model import Case
+from ddbench.suite.model import ANY_BACKEND, Case
 
 
 class Role(str, Enum):
@@ -27,6 +27,13 @@ def role_in(case: Case, name: str, reference_only: Iterable[str] = ()) -> Role:
     if name in reference_only or any(bound.against == name for bound in case.parity):
         return Role.REFERENCE
     return Role.UNJUDGED
+
+
+def default_backends(case: Case) -> list[str]:
+    """What a case runs unless told otherwise: its own `backends`, else every backend its bounds name."""
+    if case.backends:
+        return list(case.backends)
+    return list(dict.fromkeys(n for b in case.parity for n in (b.against, b.candidate) if n != ANY_BACKEND))
 
 
 def candidates_of(cases: Sequence[Case]) -> list[str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from ddbench.backends import Backend, get_backend, load_backend_spec, preferred_device
+from ddbench.backends.cost import Estimate, check_estimate, estimate_case
 from ddbench.backends.registry import is_plugin_spec
 from ddbench.baselines.device import device_key
 from ddbench.baselines.lookup import BaselineSet
@@ -28,12 +29,11 @@ from ddbench.results.case_result import CaseResult
 from ddbench.results.document import run_verdict, summary_of
 from ddbench.runner.budgets import budget_for
 from ddbench.runner.execute import run_case
-from ddbench.runner.roles import Role, lend_bounds, refuse_unjudged, role_in
+from ddbench.runner.roles import Role, default_backends, lend_bounds, refuse_unjudged, role_in
 from ddbench.runner.selection import load_suites, require_cases, select_cases
 from ddbench.runner.sinks import Sink
 from ddbench.suite import Case, Suite
 from ddbench.suite.case_count import DEFAULT_MAX_CASES
-from ddbench.suite.model import ANY_BACKEND
 from ddbench.timing.settings import TimingSettings
 
 register_mutants()
@@ -136,10 +136,8 @@ class Session:
         """`--backends` if given, else the case's own list, else what its bounds name; plus plug-ins."""
         if self.options.backends is not None:
             names = [self._name(n) for n in self.options.backends]
-        elif case.backends:
-            names = list(case.backends)
         else:
-            names = [n for b in case.parity for n in (b.against, b.candidate) if n != ANY_BACKEND]
+            names = default_backends(case)
         return list(dict.fromkeys([*names, *(b.name for b in self.plugins.values())]))
 
     def _instances(self, wanted: dict[str, list[str]]) -> dict[str, Backend]:
@@ -160,6 +158,22 @@ class Session:
         return {n: b for n, b in backends.items() if n not in self.unavailable}
 
     # --- running --------------------------------------------------------------------------------------
+
+    def estimates(self) -> dict[str, Estimate]:
+        """case ID -> estimated peak memory and CPU seconds on its planned backends (an estimate)."""
+        return {c.id: estimate_case(c, self.plan[c.id], self.device.type) for c in self.cases}
+
+    def check_estimates(self, max_bytes: int | None = None) -> tuple[list[str], list[str]]:
+        """(refusals, warnings), one line per case: a case that cannot fit in memory, or that will be slow."""
+        device_memory = max_bytes
+        if device_memory is None and self.device.type == "cuda":
+            device_memory = torch.cuda.get_device_properties(self.device).total_memory
+        refusals, warnings = [], []
+        for case_id, estimate in self.estimates().items():
+            found = check_estimate(estimate, max_bytes=device_memory)
+            if found is not None:
+                (refusals if found.refuse else warnings).append(f"{case_id}: {found.reason}")
+        return refusals, warnings
 
     def describe(self) -> str:
         line = f"{len(self.cases)} cases on {self.device.type}: backends {', '.join(self.backends)}"
