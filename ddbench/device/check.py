@@ -144,8 +144,7 @@ def step_sanitizer() -> dict[str, Any]:
 def step_latency() -> dict[str, Any]:
     """cuda vs triton, interleaved, in CUDA-graph mode: the run's own sampler on a few GPU-sized cases."""
     from ddbench.inputs import generate_inputs
-    from ddbench.runner.timing import input_sets
-    from ddbench.timing.sampler import measure
+    from ddbench.runner.timing import input_sets, measure_backends
 
     backends = {"cuda": get_backend("cuda"), "triton": get_backend("triton")}
     rows = []
@@ -154,7 +153,7 @@ def step_latency() -> dict[str, Any]:
             sets = input_sets(
                 case, generate_inputs(case, "cuda"), LATENCY_SETTINGS.input_sets, torch.device("cuda")
             )
-            measured, (ratio,) = measure(backends, sets, LATENCY_SETTINGS, [("cuda", "triton")])
+            measured, (ratio,) = measure_backends(backends, sets, LATENCY_SETTINGS, [("cuda", "triton")])
             rows.append(
                 {
                     "case": case.id,
