@@ -17,7 +17,7 @@ from ddbench.backends.reference import ReferenceBackend
 from ddbench.errors import InputError
 from ddbench.inputs import generate_inputs
 from ddbench.runner.timing import PREPARE_SAMPLES, measure_backends, timing_subject
-from ddbench.timing.graphs import NoKernelWork, check_did_work, verify_call
+from ddbench.timing.graphs import NoKernelWork, check_did_work, graph_node_count, verify_call, warned_empty
 from ddbench.timing.l2 import LARGEST_TARGET_L2_BYTES, l2_flush_bytes
 from ddbench.timing.remedy import noise_refusal
 from ddbench.timing.sampler import TimingSubject, measure
@@ -162,6 +162,22 @@ def test_the_no_work_check_on_graphs_with_fakes():
     assert bool(out.isnan().all())  # verify_call poisoned it before the call
 
 
+def test_an_empty_capture_is_recognised_and_an_unaskable_graph_counts_as_unknown():
+    assert warned_empty(["The CUDA Graph is empty. This usually means that the graph was attempted ..."])
+    assert not warned_empty(["some other warning"]) and not warned_empty([])
+
+    class NotKept:
+        def raw_cuda_graph(self):
+            raise RuntimeError("keep_graph=False")
+
+    class NullGraph:
+        def raw_cuda_graph(self):
+            return 0
+
+    assert graph_node_count(NotKept()) is None and graph_node_count(NullGraph()) is None
+    assert graph_node_count(object()) is None
+
+
 def test_cpu_timing_pins_threads_and_records_the_count():
     clock = FakeClock()
     seen: list[int] = []
@@ -275,7 +291,7 @@ def test_prepare_runs_outside_the_timed_samples_and_is_reported_beside_them():
     assert backend.launches == 1 + 1 + 4  # the no-work check, warm-up, samples: never re-prepared
     assert measured["two-phase"].samples_us == [3.0] * 4  # the launch alone
     assert measured["two-phase"].prepare_us == 7.0
-    assert measured["run-only"].samples_us == [11.0] * 4 and measured["run-only"].prepare_us == 0.0
+    assert measured["run-only"].samples_us == [11.0] * 4 and measured["run-only"].prepare_us is None
     assert plugin.runs == 1 + 1 + 4
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ddbench.backends.protocol import Backend, prepared
+from ddbench.backends.protocol import Backend, TwoPhaseBackend, prepared
 from ddbench.inputs import generate_inputs
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.metrics.latency_verdict import LatencyVerdict, judge_budget
@@ -58,7 +58,11 @@ def input_sets(case: Case, first: VerifyInputs, count: int, device: torch.device
 def timing_subject(
     backend: Backend, sets: Sequence[VerifyInputs], clock: Clock | None = None
 ) -> TimingSubject:
-    """The backend's launch on each input set, each set's re-poison hook, and the median prepare time."""
+    """The backend's launch on each input set, each set's re-poison hook, and, for a backend with its own
+    `prepare`, the median host time of a preparation (None for one with `run` alone: nothing is apart)."""
+    if not isinstance(backend, TwoPhaseBackend):
+        launches = [prepared(backend, x) for x in sets]
+        return TimingSubject(launches, [x.fresh_output for x in sets], None)
     sync = torch.cuda.synchronize if sets[0].device.type == "cuda" else None
     launches, prepare_us = [], []
     for k in range(max(len(sets), PREPARE_SAMPLES)):

@@ -9,13 +9,18 @@ an output that is still all NaN afterwards, or a graph with no nodes, is an erro
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-_CUDART_NAMES = ("libcudart.so.13", "libcudart.so.12", "libcudart.so")
+_NODE_COUNTERS = (  # found by soname: the libraries torch already loaded
+    ("libcuda.so.1", "cuGraphGetNodes"),
+    ("libcudart.so.13", "cudaGraphGetNodes"),
+    ("libcudart.so.12", "cudaGraphGetNodes"),
+)
 
 
 class NoKernelWork(RuntimeError):
@@ -74,27 +79,33 @@ def _new_graph() -> tuple[Any, bool]:
         return torch.cuda.CUDAGraph(), False
 
 
-def _cudart() -> ctypes.CDLL | None:
-    for name in _CUDART_NAMES:  # the runtime torch loaded is found by its soname
-        try:
-            return ctypes.CDLL(name)
-        except OSError:
-            continue
-    return None
+def _count_nodes(library: str, function: str, raw: int) -> int | None:
+    try:
+        count = ctypes.c_size_t(0)
+        status = getattr(ctypes.CDLL(library), function)(ctypes.c_void_p(raw), None, ctypes.byref(count))
+    except (OSError, AttributeError):
+        return None
+    return int(count.value) if status == 0 else None
 
 
 def graph_node_count(graph: Any) -> int | None:
-    """Nodes in the captured graph through cudaGraphGetNodes; None when that cannot be asked here."""
+    """Nodes in the captured graph (the driver's cuGraphGetNodes, else the runtime's cudaGraphGetNodes: a
+    cudaGraph_t is a CUgraph); None when neither can be asked here."""
     try:
         raw = graph.raw_cuda_graph()
-        runtime = _cudart()
-        if runtime is None or not raw:
-            return None
-        count = ctypes.c_size_t(0)
-        status = runtime.cudaGraphGetNodes(ctypes.c_void_p(raw), None, ctypes.byref(count))
-        return int(count.value) if status == 0 else None
-    except Exception:  # any gap in this optional probe leaves the output check alone in charge
+    except Exception:  # not kept, or not exposed by this torch
         return None
+    if not raw:
+        return None
+    for library, function in _NODE_COUNTERS:
+        if (count := _count_nodes(library, function, raw)) is not None:
+            return count
+    return None
+
+
+def warned_empty(messages: Sequence[str]) -> bool:
+    """torch's own sign of an empty capture: its "The CUDA Graph is empty" warning at the end of capture."""
+    return any("graph is empty" in m.lower() for m in messages)
 
 
 def capture(launch: Callable[[], torch.Tensor]) -> CapturedGraph:
@@ -105,11 +116,14 @@ def capture(launch: Callable[[], torch.Tensor]) -> CapturedGraph:
         launch()
     torch.cuda.current_stream().wait_stream(side)
     graph, kept = _new_graph()
-    with torch.cuda.graph(graph):
-        output = launch()
-    node_count = None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.cuda.graph(graph):
+            output = launch()
+    node_count = graph_node_count(graph) if kept else None
+    if warned_empty([str(w.message) for w in caught]):
+        node_count = 0
     if kept:
-        node_count = graph_node_count(graph)
         graph.instantiate()
     torch.cuda.synchronize()
     return CapturedGraph(graph, output, node_count)
