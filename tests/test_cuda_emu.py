@@ -467,3 +467,46 @@ def test_lse_goes_through_prepared_only_where_declared(emu):
     assert bool(lse.isfinite().all())
     with pytest.raises(ValueError, match="does not declare an LSE output"):
         prepared(get_backend("reference"), x, lse=lse_buffer(x))
+
+
+def test_the_hardware_backends_launch_is_the_extension_call_alone(monkeypatch):
+    """`cuda` without a GPU: a fake extension shows that device properties, marshaling and workspace are
+    all in `prepare`, and that the launch makes one extension call with the prepared arguments."""
+    import ddbench.backends.cuda_kernel as cuda_kernel_module
+
+    x = generate_inputs(make_case(batch_size=2, prefix=[700, 45], tree={"kind": "ddtree", "budget": 16}))
+    calls: list[tuple] = []
+    counted = {"properties": 0, "marshal": 0}
+
+    class FakeExtension:
+        @staticmethod
+        def verify(*arguments):
+            calls.append(arguments)
+
+    class Properties:
+        multi_processor_count = 188
+
+    def properties(device):
+        counted["properties"] += 1
+        return Properties()
+
+    real = cuda_kernel_module.prepare_launch
+
+    def marshaled(inputs, **kw):
+        counted["marshal"] += 1
+        return real(inputs, **kw)
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", properties)
+    monkeypatch.setattr(cuda_kernel_module, "prepare_launch", marshaled)
+    backend = cuda_kernel_module.CudaKernelBackend(num_splits=4)
+    backend._extension = FakeExtension()  # what _load returns once built
+    lse = lse_buffer(x)
+    launch = prepared(backend, x, lse=lse)
+    assert counted == {"properties": 1, "marshal": 1} and not calls
+    for _ in range(3):
+        assert launch() is x.o_extend
+    assert counted == {"properties": 1, "marshal": 1} and len(calls) == 3
+    arguments = calls[0]
+    assert arguments[6] is x.o_extend and arguments[7] is lse
+    assert arguments[8].shape[0] == 4 and arguments[11] == 4  # the split workspace, allocated in prepare
+    assert all(a is b for a, b in zip(calls[0], calls[2], strict=True))  # the very same tensors each launch
