@@ -19,7 +19,7 @@ import torch
 
 import ddbench.backends.cuda_emu as cuda_emu_module
 import ddbench.kernel.launch as launch_module
-from ddbench.backends import get_backend
+from ddbench.backends import get_backend, prepared
 from ddbench.backends.cuda_emu import CudaEmuBackend, KernelEmulationError
 from ddbench.inputs import check_inputs, generate_inputs, poisoned_mask
 from ddbench.inputs.layout import VerifyInputs, poison_
@@ -431,3 +431,94 @@ def test_the_emulation_reports_a_bad_launch_instead_of_crashing():
     x = generate_inputs(make_case(prefix=21, tree={"kind": "ddtree", "budget": 8}))
     with pytest.raises(KernelEmulationError, match=r"invalid grid \(0,3,1\)"):
         CudaEmuBackend(num_splits=0).run(x)
+
+
+# ---------------------------------------------------------------- prepare, then launch
+
+
+def test_the_prepared_launch_is_the_kernel_alone(monkeypatch, emu):
+    """Marshaling and plan happen once, in `prepare`; calling the launch again re-runs only the kernel,
+    into the same (re-poisoned) output, with the same bits as `run`."""
+    x = generate_inputs(make_case(prefix=21, tree={"kind": "ddtree", "budget": 8}))
+    real, marshaled = cuda_emu_module.prepare_launch, []
+
+    def counted(inputs, **kw):
+        marshaled.append(inputs)
+        return real(inputs, **kw)
+
+    monkeypatch.setattr(cuda_emu_module, "prepare_launch", counted)
+    launch = prepared(emu, x)
+    assert len(marshaled) == 1
+    first = launch().clone()
+    x.fresh_output()
+    second = launch()
+    assert len(marshaled) == 1  # not marshaled again
+    assert second.data_ptr() == x.o_extend.data_ptr() and not bool(poisoned_mask(second).any())
+    assert torch.equal(first.view(torch.int16), second.view(torch.int16))
+    assert torch.equal(emu.run(x).view(torch.int16), first.view(torch.int16)) and len(marshaled) == 2
+
+
+def test_the_mutants_keep_their_mistakes_through_prepare():
+    """The self-test's seam (`marshaled_launch`) and output edits act in the prepared launch as in `run`."""
+    from ddbench.explain.mutants import get_mutant
+
+    x = generate_inputs(make_case(prefix=21, tree={"kind": "ddtree", "budget": 8}))
+    right = CudaEmuBackend().run(x).clone()
+    transposed = prepared(get_mutant("mutant-emu:output-transposed"), x)().clone()
+    heads = right.shape[1]
+    assert torch.equal(transposed, right.permute(1, 0, 2).reshape(-1, heads, right.shape[2]))
+    stride = get_mutant("mutant-emu:mask-stride")
+    assert not torch.equal(prepared(stride, x)().clone(), right)
+    assert torch.equal(stride.run(x), prepared(stride, x)())
+
+
+def test_lse_goes_through_prepared_only_where_declared(emu):
+    x = generate_inputs(make_case(prefix=21, tree={"kind": "ddtree", "budget": 8}))
+    lse = lse_buffer(x)
+    prepared(emu, x, lse=lse)()
+    assert bool(lse.isfinite().all())
+    with pytest.raises(ValueError, match="does not declare an LSE output"):
+        prepared(get_backend("reference"), x, lse=lse_buffer(x))
+
+
+def test_the_hardware_backends_launch_is_the_extension_call_alone(monkeypatch):
+    """`cuda` without a GPU: a fake extension shows that device properties, marshaling and workspace are
+    all in `prepare`, and that the launch makes one extension call with the prepared arguments."""
+    import ddbench.backends.cuda_kernel as cuda_kernel_module
+
+    x = generate_inputs(make_case(batch_size=2, prefix=[700, 45], tree={"kind": "ddtree", "budget": 16}))
+    calls: list[tuple] = []
+    counted = {"properties": 0, "marshal": 0}
+
+    class FakeExtension:
+        @staticmethod
+        def verify(*arguments):
+            calls.append(arguments)
+
+    class Properties:
+        multi_processor_count = 188
+
+    def properties(device):
+        counted["properties"] += 1
+        return Properties()
+
+    real = cuda_kernel_module.prepare_launch
+
+    def marshaled(inputs, **kw):
+        counted["marshal"] += 1
+        return real(inputs, **kw)
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", properties)
+    monkeypatch.setattr(cuda_kernel_module, "prepare_launch", marshaled)
+    backend = cuda_kernel_module.CudaKernelBackend(num_splits=4)
+    backend._extension = FakeExtension()  # what _load returns once built
+    lse = lse_buffer(x)
+    launch = prepared(backend, x, lse=lse)
+    assert counted == {"properties": 1, "marshal": 1} and not calls
+    for _ in range(3):
+        assert launch() is x.o_extend
+    assert counted == {"properties": 1, "marshal": 1} and len(calls) == 3
+    arguments = calls[0]
+    assert arguments[6] is x.o_extend and arguments[7] is lse
+    assert arguments[8].shape[0] == 4 and arguments[11] == 4  # the split workspace, allocated in prepare
+    assert all(a is b for a, b in zip(calls[0], calls[2], strict=True))  # the very same tensors each launch

@@ -512,13 +512,18 @@ def test_half_warp_at_shfl_rest_at_sync_block(faults) -> None:
 # ---------------------------------------------------------------------------------------------------
 
 
-def test_library_builds_in_reasonable_time_and_is_reused(lib_build) -> None:
-    path, seconds = lib_build
+def test_library_builds_and_is_reused(lib_build, monkeypatch) -> None:
+    """Reuse means no compiler or linker run at all (counted, not timed: a loaded machine cannot flake it)."""
+    import ddbench.kernel.build as build_module
+
+    path, _ = lib_build
     assert path.is_file() and re.fullmatch(r"emu-probes-[0-9a-f]{16}\.so", path.name)
-    assert seconds < BUILD_BUDGET_S
-    start = time.perf_counter()
+
+    def no_tool(cmd, what):
+        raise AssertionError(f"rebuilt: {what}")
+
+    monkeypatch.setattr(build_module, "_run", no_tool)
     assert build_emulation_library([PROBES], "emu-probes", EXTRA_FLAGS) == path
-    assert time.perf_counter() - start < 5.0
 
 
 def test_build_failure_reports_compiler_errors(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
 """`cuda-emu`: the custom kernel's own source (kernels/verify/verify_attn.cuh) run by the CPU emulation.
 
 Same marshaling and launch geometry as the hardware backend; g++ builds the emulation library on first use.
+As for `cuda`, `prepare` marshals and plans, and the launch it returns is the emulated kernel alone.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from ddbench.backends.protocol import Availability
+from ddbench.backends.protocol import Availability, Capabilities, Launch
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.build import KernelBuildError, build_emulation_library, find_kernels_dir
 from ddbench.kernel.launch import PreparedLaunch, prepare_launch
@@ -28,8 +29,32 @@ def _pointer(t: torch.Tensor | None) -> ctypes.c_void_p:
     return ctypes.c_void_p(t.data_ptr() if t is not None else None)
 
 
+class _EmulatedLaunch:
+    """One call of the emulated kernel with arguments fixed by `prepare`.
+
+    The arguments are raw pointers, so the tensors they point into are held here for the launch's lifetime.
+    """
+
+    def __init__(
+        self,
+        library: ctypes.CDLL,
+        arguments: tuple[object, ...],
+        error: ctypes.Array[ctypes.c_char],
+        out: torch.Tensor,
+        keep_alive: tuple[object, ...],
+    ) -> None:
+        self.library, self.arguments, self.error, self.out = library, arguments, error, out
+        self.keep_alive = keep_alive
+
+    def __call__(self) -> torch.Tensor:
+        if self.library.ddk_verify_emu(*self.arguments) != 0:
+            raise KernelEmulationError(self.error.value.decode(errors="replace"))
+        return self.out
+
+
 class CudaEmuBackend:
     name = "cuda-emu"
+    capabilities = Capabilities(lse=True)
 
     def __init__(self, num_splits: int | None = None, workers: int | None = None) -> None:
         self.num_splits = num_splits  # None: the same heuristic as on a GPU
@@ -69,11 +94,11 @@ class CudaEmuBackend:
             return Availability.no(str(err))
         return Availability.yes("kernels/verify/verify_attn.cuh under the ddk CPU emulation")
 
-    def prepare(self, inputs: VerifyInputs) -> PreparedLaunch:
+    def marshaled_launch(self, inputs: VerifyInputs) -> PreparedLaunch:
         """Marshaling and plan; the seam `ddbench selftest`'s mutants use to inject marshaling mistakes."""
         return prepare_launch(inputs, num_splits=self.num_splits)
 
-    def run(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> torch.Tensor:
+    def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         library = self._load()
         if lse is not None:
             expected = (inputs.q_extend.shape[0], inputs.q_extend.shape[1])
@@ -82,13 +107,13 @@ class CudaEmuBackend:
                 raise ValueError(f"lse must be a contiguous CPU float32 tensor of shape {expected}")
         if inputs.device.type != "cpu":
             inputs = inputs.to("cpu")
-        launch = self.prepare(inputs)
+        launch = self.marshaled_launch(inputs)
         k, plan = launch.kernel, launch.plan
         tensors = [k.q, k.kv, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out]
         if not all(t.is_contiguous() for t in tensors):
             raise ValueError("the emulated kernel needs contiguous tensors")
         error = ctypes.create_string_buffer(_ERROR_BYTES)
-        code = library.ddk_verify_emu(
+        arguments = (
             *(_pointer(t) for t in tensors),
             _pointer(lse),
             _pointer(launch.ws_o),
@@ -104,6 +129,8 @@ class CudaEmuBackend:
             error,
             _ERROR_BYTES,
         )
-        if code != 0:
-            raise KernelEmulationError(error.value.decode(errors="replace"))
-        return launch.out
+
+        return _EmulatedLaunch(library, arguments, error, launch.out, keep_alive=(launch, lse))
+
+    def run(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> torch.Tensor:
+        return self.prepare(inputs, lse)()

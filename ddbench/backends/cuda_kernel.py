@@ -1,4 +1,8 @@
-"""`cuda`: the custom kernel on the local GPU, through the same marshaling and plan as `cuda-emu`."""
+"""`cuda`: the custom kernel on the local GPU, through the same marshaling and plan as `cuda-emu`.
+
+`prepare` does everything but the kernel (marshaling: some 60 small torch ops; device properties; the
+split-KV workspace), so a timed sample or a captured CUDA graph holds the extension call alone.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,7 @@ from types import ModuleType
 
 import torch
 
-from ddbench.backends.protocol import Availability
+from ddbench.backends.protocol import Availability, Capabilities, Launch
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.build import nvcc_available
 from ddbench.kernel.launch import prepare_launch
@@ -14,6 +18,7 @@ from ddbench.kernel.launch import prepare_launch
 
 class CudaKernelBackend:
     name = "cuda"
+    capabilities = Capabilities(lse=True)
 
     def __init__(self, num_splits: int | None = None) -> None:
         self.num_splits = num_splits
@@ -47,20 +52,20 @@ class CudaKernelBackend:
         major, minor = torch.cuda.get_device_capability()
         return Availability.yes(f"kernels/verify on {torch.cuda.get_device_name()} (sm_{major}{minor})")
 
-    def run(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> torch.Tensor:
+    def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         extension = self._load()
         sm_count = torch.cuda.get_device_properties(inputs.device).multi_processor_count
         launch = prepare_launch(inputs, sm_count=sm_count, num_splits=self.num_splits)
-        k = launch.kernel
+        k, out = launch.kernel, launch.out
         empty = torch.empty(0, dtype=torch.float32, device=inputs.device)
-        extension.verify(
+        arguments = (
             k.q,
             k.kv,
             k.kv_slots,
             k.kv_offsets,
             k.q_offsets,
             k.mask_words,
-            launch.out,
+            out,
             lse,
             launch.ws_o if launch.ws_o is not None else empty,
             launch.ws_lse if launch.ws_lse is not None else empty,
@@ -68,4 +73,12 @@ class CudaKernelBackend:
             launch.plan.num_splits,
             launch.plan.row_tiles,
         )
-        return launch.out
+
+        def kernel_only() -> torch.Tensor:
+            extension.verify(*arguments)
+            return out
+
+        return kernel_only
+
+    def run(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> torch.Tensor:
+        return self.prepare(inputs, lse)()

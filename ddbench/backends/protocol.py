@@ -4,16 +4,30 @@ A backend is any object with a `name`, an `availability()` that says why it cann
 `run(inputs) -> output` taking SGLang's extend layout (`ddbench.inputs.VerifyInputs`, tensors under
 SGLang's names) and returning the (T, H, 512) attention output. Writing into `inputs.o_extend` (poisoned
 with NaN before every call) and returning it is the usual way; returning a fresh tensor is allowed.
+
+Two optional parts, both declared rather than probed:
+
+- `prepare(inputs) -> Launch`: the work done once per input set (marshaling, launch plan, workspace),
+  returning a `Launch` that does only what is to be timed and returns the output tensor. `run(inputs)` is
+  then `prepare(inputs)()`. In serving the preparation runs once per forward and the kernel once per layer,
+  so the two are timed apart. Callers go through `prepared(backend, inputs)`, which falls back to
+  `lambda: backend.run(inputs)` for a backend without `prepare`. A backend declaring the LSE output takes
+  the keyword `lse=` in `prepare` (when it has one) and in `run`.
+- `capabilities: Capabilities`: what else the backend offers (an LSE output; the mistake a deliberately
+  wrong backend plants). `capabilities(backend)` reads it, with the default for backends that declare none.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
 
 from ddbench.inputs.layout import VerifyInputs
+
+Launch = Callable[[], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -30,6 +44,17 @@ class Availability:
         return cls(False, reason)
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """Optional features a backend declares, so no caller has to guess them from keywords or attributes."""
+
+    lse: bool = False  # `prepare`/`run` take `lse=`: a (T, H) float32 buffer filled with the natural-log LSE
+    hypothesis: str | None = None  # a deliberately wrong backend (the self-test's mutants): its mistake
+
+
+NO_CAPABILITIES = Capabilities()
+
+
 @runtime_checkable
 class Backend(Protocol):
     name: str
@@ -37,6 +62,32 @@ class Backend(Protocol):
     def availability(self) -> Availability: ...
 
     def run(self, inputs: VerifyInputs) -> torch.Tensor: ...
+
+
+@runtime_checkable
+class TwoPhaseBackend(Backend, Protocol):
+    """A backend whose per-input-set preparation is kept out of the timed launch."""
+
+    def prepare(self, inputs: VerifyInputs) -> Launch: ...
+
+
+def capabilities(backend: object) -> Capabilities:
+    """What `backend` declares; the defaults (no LSE, no planted mistake) when it declares nothing."""
+    declared = getattr(backend, "capabilities", None)
+    return declared if isinstance(declared, Capabilities) else NO_CAPABILITIES
+
+
+def prepared(backend: Backend, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
+    """The launch to time for `inputs`: the backend's own `prepare`, else a call of its `run`.
+
+    `lse` is passed on only to a backend that declares the LSE output; asking another one is a ValueError.
+    """
+    if lse is not None and not capabilities(backend).lse:
+        raise ValueError(f"backend {backend.name} does not declare an LSE output")
+    extra = {} if lse is None else {"lse": lse}
+    if isinstance(backend, TwoPhaseBackend):
+        return backend.prepare(inputs, **extra)
+    return lambda: backend.run(inputs, **extra)
 
 
 def preferred_device() -> torch.device:

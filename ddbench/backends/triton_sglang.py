@@ -1,7 +1,9 @@
 """SGLang's real Triton extend-attention kernel, called as SGLang's Triton backend calls it on target-verify.
 
 On a GPU it is compiled; on the CPU it runs under Triton's interpreter (TRITON_INTERPRET=1, which must be
-set before SGLang's module defines its kernels) with the scoped bf16 `tl.dot` fix.
+set before SGLang's module defines its kernels) with the scoped bf16 `tl.dot` fix. `prepare` imports the
+module and builds the argument list; the launch is SGLang's call itself (its own host-side work included, as
+in serving).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 import torch
 
 from ddbench.backends.interpreter_fix import UPSTREAM_ISSUE, bf16_dot_fixed
-from ddbench.backends.protocol import Availability
+from ddbench.backends.protocol import Availability, Launch
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.sglang_target import EXTEND_ATTENTION_MODULE
 
@@ -71,17 +73,25 @@ class SglangTritonBackend:
         )
         return Availability.yes(f"sglang {sglang.__version__}, triton {triton.__version__}, {where}")
 
-    def run(self, inputs: VerifyInputs) -> torch.Tensor:
+    def prepare(self, inputs: VerifyInputs) -> Launch:
         fn = self._load()
-        x = inputs
-        with bf16_dot_fixed() if self._interpreted else contextlib.nullcontext():
-            call_extend_attention(fn, x)
-        return x.o_extend
+        args, kwargs = extend_attention_arguments(inputs)
+        out, interpreted = inputs.o_extend, self._interpreted
+
+        def sglang_call() -> torch.Tensor:
+            with bf16_dot_fixed() if interpreted else contextlib.nullcontext():
+                fn(*args, **kwargs)
+            return out
+
+        return sglang_call
+
+    def run(self, inputs: VerifyInputs) -> torch.Tensor:
+        return self.prepare(inputs)()
 
 
-def call_extend_attention(fn: Callable[..., Any], x: VerifyInputs) -> None:
-    """Call `extend_attention_fwd` (or a wrapper) as SGLang's Triton backend does on target-verify."""
-    fn(
+def extend_attention_arguments(x: VerifyInputs) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """`extend_attention_fwd`'s arguments as SGLang's Triton backend passes them on target-verify."""
+    args = (
         x.q_extend,
         x.k_extend,
         x.v_extend,
@@ -98,8 +108,17 @@ def call_extend_attention(fn: Callable[..., Any], x: VerifyInputs) -> None:
         1.0,  # k_scale: bf16 pool, no descale (SGLang passes 1.0)
         1.0,  # v_scale
         x.sm_scale,  # positional, as SGLang passes layer.scaling
-        logit_cap=0.0,
-        skip_prefix_custom_mask=True,  # SGLang relies on this default: prefix columns are not read
-        page_size=x.page_size,
-        extend_seq_lens_cpu=list(x.q_lens),
     )
+    kwargs = {
+        "logit_cap": 0.0,
+        "skip_prefix_custom_mask": True,  # SGLang relies on this default: prefix columns are not read
+        "page_size": x.page_size,
+        "extend_seq_lens_cpu": list(x.q_lens),
+    }
+    return args, kwargs
+
+
+def call_extend_attention(fn: Callable[..., Any], x: VerifyInputs) -> None:
+    """Call `extend_attention_fwd` (or a wrapper) as SGLang's Triton backend does on target-verify."""
+    args, kwargs = extend_attention_arguments(x)
+    fn(*args, **kwargs)

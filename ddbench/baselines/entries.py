@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -10,40 +11,58 @@ from ddbench.baselines.entry import BaselineEntry, ClockRange
 from ddbench.metrics import PASS, SKIPPED
 from ddbench.results.case_result import CaseResult
 from ddbench.suite.ids import workload_hash
+from ddbench.timing.remedy import noise_refusal
 from ddbench.timing.stats import LatencyStats
 
 KERNEL_BACKENDS = ("cuda", "cuda-emu")
 
 
-def refusal_reasons(result: CaseResult) -> list[str]:
+@dataclass(frozen=True)
+class Refusal:
+    """Why one case may not become a baseline. `noise` alone is the one kind a run may shrug off (that case
+    keeps its old entry); any other kind means the measurement itself cannot be trusted."""
+
+    kind: str  # inputs, parity, unjudged, untimed, figures, noise
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def refusals(result: CaseResult) -> list[Refusal]:
     """Why this result may not become a baseline: parity must have passed and every timing be quiet."""
-    reasons = []
+    out = []
     if result.error:
-        reasons.append(f"inputs: {result.error}")
+        out.append(Refusal("inputs", f"inputs: {result.error}"))
     failed = [p for p in result.pairs if p.verdict.status not in (PASS, SKIPPED)]
-    reasons += [
-        f"parity {p.candidate} vs {p.against}: {p.verdict.status} ({'; '.join(p.verdict.reasons)})"
+    out += [
+        Refusal(
+            "parity",
+            f"parity {p.candidate} vs {p.against}: {p.verdict.status} ({'; '.join(p.verdict.reasons)})",
+        )
         for p in failed
     ]
     for name in result.timing.measurements if result.timing else ():
         if not any(p.verdict.status == PASS and name in (p.candidate, p.against) for p in result.pairs):
-            reasons.append(f"{name}: parity not judged (no passing bound names it)")
+            out.append(Refusal("unjudged", f"{name}: parity not judged (no passing bound names it)"))
     if result.timing is None:
-        reasons.append("not timed")
-        return reasons
+        out.append(Refusal("untimed", "not timed"))
+        return out
     limit = result.timing.budget.timing.max_rel_noise
     for name, m in result.timing.measurements.items():
         try:
             checked_latency(m.stats.to_json())
         except ValueError as err:
-            reasons.append(f"{name}: latency figures not storable ({err})")
+            out.append(Refusal("figures", f"{name}: latency figures not storable ({err})"))
             continue
         if m.stats.rel_noise > limit:
-            reasons.append(
-                f"{name}: noise {m.stats.rel_noise:.1%} > {limit:.0%} ({m.stats.samples} samples, "
-                f"stopped by {m.stop_reason})"
-            )
-    return reasons
+            text = noise_refusal(m.stats.rel_noise, limit, m.stats.samples, m.stop_reason)
+            out.append(Refusal("noise", f"{name}: {text}"))
+    return out
+
+
+def refusal_reasons(result: CaseResult) -> list[str]:
+    return [r.text for r in refusals(result)]
 
 
 def baseline_entries(

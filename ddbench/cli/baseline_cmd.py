@@ -14,7 +14,7 @@ from ddbench.backends import preferred_device
 from ddbench.backends.registry import split_names
 from ddbench.baselines.compare import compare_tables, latency_table_of
 from ddbench.baselines.device import device_key
-from ddbench.baselines.entries import baseline_entries, refusal_reasons
+from ddbench.baselines.entries import baseline_entries, refusals
 from ddbench.baselines.latency_source import check_same_origin, read_latency_source
 from ddbench.baselines.store import (
     DEFAULT_ROOT,
@@ -102,8 +102,8 @@ def update_command(
         outcome = session.run([progress])
     new_entries, blocking, noisy = {}, [], []
     for result in outcome.results:
-        reasons = refusal_reasons(result)
-        noise_only = reasons and all(" noise " in r for r in reasons)
+        reasons = refusals(result)
+        noise_only = reasons and all(r.kind == "noise" for r in reasons)
         if not reasons:
             new_entries[result.case.id] = baseline_entries(result, env, kernel_hash)
         elif noise_only and not strict:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import torch
 
 from ddbench.backends.cuda_emu import CudaEmuBackend
-from ddbench.backends.protocol import Availability, Backend
+from ddbench.backends.protocol import Availability, Backend, Capabilities, Launch
 from ddbench.backends.registry import register_family
 from ddbench.explain.hypotheses import HYPOTHESES, SCALE_192, SCALE_576, mistaken_output
 from ddbench.inputs.layout import VerifyInputs
@@ -39,6 +39,10 @@ class ReferenceMutant:
     def __init__(self, hypothesis: str) -> None:
         self.hypothesis = hypothesis
         self.name = REFERENCE_PREFIX + hypothesis
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(hypothesis=self.hypothesis)
 
     def availability(self) -> Availability:
         return Availability.yes(f"torch reference with the {self.hypothesis} mistake (self-test)")
@@ -65,17 +69,27 @@ class EmuMutant(CudaEmuBackend):
         self.name = EMU_PREFIX + hypothesis
         self.kernel_edit, self.output_edit = kernel_edit, output_edit
 
-    def prepare(self, inputs: VerifyInputs) -> PreparedLaunch:
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(lse=True, hypothesis=self.hypothesis)
+
+    def marshaled_launch(self, inputs: VerifyInputs) -> PreparedLaunch:
         k = marshal(inputs)
         if self.kernel_edit is not None:
             k = self.kernel_edit(inputs, k)
         return launch_for(k, inputs.o_extend, num_splits=self.num_splits)
 
-    def run(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> torch.Tensor:
-        out = super().run(inputs, lse)
-        if self.output_edit is not None:
-            out.copy_(self.output_edit(out.clone()))
-        return out
+    def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
+        launch, edit = super().prepare(inputs, lse), self.output_edit
+        if edit is None:
+            return launch
+
+        def edited() -> torch.Tensor:
+            out = launch()
+            out.copy_(edit(out.clone()))
+            return out
+
+        return edited
 
 
 # --- the mutated adapters -----------------------------------------------------------------------------------

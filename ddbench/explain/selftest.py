@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from ddbench.backends.cuda_emu import CudaEmuBackend
-from ddbench.backends.protocol import Availability, Backend
+from ddbench.backends.protocol import Availability, Backend, capabilities
 from ddbench.backends.reference import ReferenceBackend
 from ddbench.explain.diagnose import Explainer
 from ddbench.explain.mutants import get_mutant, mutant_names
@@ -40,7 +40,6 @@ class RoundedReference:
     """A correct bf16 kernel: the float32 reference rounded into the output buffer."""
 
     name = CONTROL_PREFIX + "reference-bf16"
-    hypothesis = None
 
     def availability(self) -> Availability:
         return Availability.yes("control: the reference rounded to bf16")
@@ -52,7 +51,6 @@ class RoundedReference:
 
 class ControlKernel(CudaEmuBackend):
     name = CONTROL_PREFIX + "cuda-emu"
-    hypothesis = None
 
 
 @dataclass(frozen=True)
@@ -193,7 +191,7 @@ def _outcome(
     truths: dict[str, torch.Tensor],
     explainer: Explainer,
 ) -> Outcome:
-    hypothesis = getattr(backend, "hypothesis", None)
+    hypothesis = capabilities(backend).hypothesis
     visible = explainer.changes_output(hypothesis) if hypothesis else False
     x.fresh_output()
     try:
@@ -228,7 +226,7 @@ def run_selftest(
     on_case: Callable[[Case, float], None] | None = None,
 ) -> SelftestReport:
     start = time.perf_counter()
-    reports = {b.name: MutantReport(b.name, getattr(b, "hypothesis", None)) for b in [*mutants, *controls]}
+    reports = {b.name: MutantReport(b.name, capabilities(b).hypothesis) for b in [*mutants, *controls]}
     with single_thread():
         for case in cases:
             case_start = time.perf_counter()

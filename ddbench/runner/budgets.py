@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from ddbench.suite.budget import Budget, RatioLimit
 from ddbench.suite.model import Case
-from ddbench.timing.settings import TimingSettings
+from ddbench.timing.settings import TimingSettings, with_overrides
 
 UNJUDGED_RATIO = 1e6  # a ratio the run asked to measure (the device check's cuda/triton) and not to bound
 
@@ -22,15 +22,13 @@ def budget_for(
     **setting_overrides: float | None,
 ) -> Budget | None:
     """`timing`: None times the cases with a budget, True every case, False none. `setting_overrides`:
-    TimingSettings fields given on the command line (None: keep the suite's)."""
+    `max_rel_noise` / `max_seconds` given on the command line (None: keep the suite's)."""
     if timing is False or (timing is None and case.budget is None):
         return None
     budget = case.budget or Budget()
-    chosen = settings or budget.timing
-    changes = {k: v for k, v in setting_overrides.items() if v is not None}
+    chosen = with_overrides(settings or budget.timing, **setting_overrides)
     if mode:
-        changes["mode"] = mode
-    chosen = dataclasses.replace(chosen, **changes)
+        chosen = dataclasses.replace(chosen, mode=mode)
     extra = tuple(
         RatioLimit(c, b, UNJUDGED_RATIO)
         for c, b in ratios

@@ -19,6 +19,7 @@ class TimingSettings:
     max_seconds: float = 3.0  # …or once this much wall time went into one case's samples
     input_sets: int = 3  # fresh input sets rotated between samples so repeats do not time a warm cache
     max_rel_noise: float = 0.10  # above this a measurement may not become a baseline
+    cpu_threads: int = 1  # torch/OpenMP threads while timing on the CPU (more wait on each other's cores)
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

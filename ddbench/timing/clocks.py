@@ -1,21 +1,62 @@
 """Clocks: CUDA events around the kernel alone on a GPU, the host's perf counter on the CPU, and the SM clock
-through NVML so samples taken while the GPU throttled can be marked."""
+through NVML so samples taken while the GPU throttled can be marked.
+
+Host time is read through `HOST`, a `Clock`: the tests put a fake one there that their fake backends
+advance, so no assertion anywhere depends on how loaded the machine is.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 import torch
 
 # NVML clocks-event reasons that mean "slower than the application clock" (not idle, not the app setting).
 _THROTTLE_BITS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80  # sw power cap, hw slowdown, sw/hw thermal, power brake
 
+T = TypeVar("T")
 
-def time_host_us(call: Callable[[], object]) -> float:
-    start = time.perf_counter_ns()
+
+class Clock(Protocol):
+    def now_ns(self) -> int: ...
+
+
+class HostClock:
+    """The host's monotonic high-resolution clock."""
+
+    def now_ns(self) -> int:
+        return time.perf_counter_ns()
+
+
+HOST: Clock = HostClock()
+
+
+def host_clock(clock: Clock | None = None) -> Clock:
+    """`clock`, or the process's host clock, looked up on each call so that a test can replace it."""
+    return clock if clock is not None else HOST
+
+
+def time_host_us(call: Callable[[], object], clock: Clock | None = None) -> float:
+    clock = host_clock(clock)
+    start = clock.now_ns()
     call()
-    return (time.perf_counter_ns() - start) / 1000.0
+    return (clock.now_ns() - start) / 1000.0
+
+
+def timed_host_call(
+    call: Callable[[], T], sync: Callable[[], None] | None = None, clock: Clock | None = None
+) -> tuple[T, float]:
+    """`call()`'s result and its host time in us; with `sync` (a GPU), the work it queued is included."""
+    clock = host_clock(clock)
+    if sync is not None:
+        sync()
+    start = clock.now_ns()
+    result = call()
+    if sync is not None:
+        sync()
+    return result, (clock.now_ns() - start) / 1000.0
 
 
 def time_cuda_us(call: Callable[[], object], before: Callable[[], object] | None = None) -> float:
@@ -28,18 +69,6 @@ def time_cuda_us(call: Callable[[], object], before: Callable[[], object] | None
     end.record()
     end.synchronize()
     return start.elapsed_time(end) * 1000.0
-
-
-class L2Flusher:
-    """Cold-L2 mode: write a buffer twice the L2's size before each sample, evicting the kernel's data."""
-
-    def __init__(self, device: torch.device) -> None:
-        props = torch.cuda.get_device_properties(device)
-        l2_bytes = getattr(props, "L2_cache_size", 0) or 128 * 2**20
-        self.buffer = torch.empty(2 * l2_bytes // 4, dtype=torch.float32, device=device)
-
-    def __call__(self) -> None:
-        self.buffer.zero_()
 
 
 class SmClockMonitor:

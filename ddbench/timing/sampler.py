@@ -1,88 +1,70 @@
-"""The sampler: every backend of a case timed in interleaved rounds until the noise is known.
+"""The sampler: every subject of a case timed in interleaved rounds until the noise is known.
 
-Round r times each backend once, in turn, on input set r mod n (fresh inputs, so a repeat does not time a
+Round r times each subject once, in turn, on input set r mod n (fresh inputs, so a repeat does not time a
 warm cache). Interleaving makes a candidate/baseline ratio immune to slow drifts of the machine (clock,
-thermal, other tenants): both sides of a round see the same conditions. Sampling stops when every backend's
-IQR/median is under the target, or at the time or sample limit, and says which.
+thermal, other tenants): both sides of a round see the same conditions. `StoppingRule` says when to stop
+and why. The subjects are callables (`TimingSubject`): building them from backends and inputs is the
+caller's business, so timing sits below both.
 """
 
 from __future__ import annotations
 
-import time
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
-from ddbench.backends.protocol import Backend
-from ddbench.inputs.layout import VerifyInputs
-from ddbench.timing.clocks import L2Flusher, SmClockMonitor, time_cuda_us, time_host_us
+from ddbench.timing.clocks import Clock, SmClockMonitor, time_cuda_us, time_host_us
+from ddbench.timing.graphs import CapturedGraph, capture, check_did_work, verify_call
+from ddbench.timing.l2 import L2Flusher
+from ddbench.timing.measurement import Measurement
 from ddbench.timing.settings import TimingSettings
-from ddbench.timing.stats import LatencyStats, RatioStats, paired_ratio, summarize
+from ddbench.timing.stats import RatioStats, paired_ratio
+from ddbench.timing.stopping import StoppingRule
+from ddbench.timing.subject import TimingSubject
+from ddbench.timing.threads import torch_threads
 
-
-@dataclass
-class Measurement:
-    backend: str
-    mode: str  # what was timed: graph, plain, cold-l2, or host
-    clock: str  # cuda-events or host
-    samples_us: list[float]
-    stop_reason: str
-    note: str | None = None
-    sm_clock_mhz: list[int] = field(default_factory=list)
-    throttled: list[bool] = field(default_factory=list)
-
-    @property
-    def stats(self) -> LatencyStats:
-        return summarize(self.samples_us)
-
-    def to_json(self, keep_samples: int = 200) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "mode": self.mode,
-            "clock": self.clock,
-            **self.stats.to_json(),
-            "stop_reason": self.stop_reason,
-        }
-        if self.note:
-            out["note"] = self.note
-        if self.sm_clock_mhz:
-            out["sm_clock_mhz"] = {"min": min(self.sm_clock_mhz), "max": max(self.sm_clock_mhz)}
-            out["throttled_samples"] = sum(self.throttled)
-        out["samples_us"] = [round(s, 3) for s in self.samples_us[:keep_samples]]
-        return out
+__all__ = ["Measurement", "TimingSubject", "measure"]
 
 
 class _Timed:
-    """One backend, ready to be timed on each input set (a captured graph per set in graph mode)."""
+    """One subject, ready to be timed on each input set (a captured graph per set in graph mode)."""
 
-    def __init__(self, backend: Backend, sets: Sequence[VerifyInputs], settings: TimingSettings) -> None:
-        self.backend, self.sets = backend, sets
-        self.on_gpu = sets[0].device.type == "cuda"
+    def __init__(
+        self, name: str, subject: TimingSubject, device: torch.device, settings: TimingSettings
+    ) -> None:
+        self.name, self.subject = name, subject
+        self.on_gpu = device.type == "cuda"
         self.mode = settings.mode if self.on_gpu else "host"
         self.note: str | None = None
-        self.graphs: list[Any] = []
-        self.flush = L2Flusher(sets[0].device) if self.on_gpu and self.mode == "cold-l2" else None
+        self.graphs: list[CapturedGraph] = []
+        self.flush = L2Flusher(device) if self.on_gpu and self.mode == "cold-l2" else None
         if self.mode == "graph":
             try:
-                self.graphs = [self._capture(x) for x in sets]
+                self.graphs = [capture(launch) for launch in subject.launches]
             except Exception as err:  # not capturable (host syncs, allocations): time plain launches
                 self.mode, self.note = (
                     "plain",
                     f"graph capture failed, timed plain: {type(err).__name__}: {err}",
                 )
 
-    def _capture(self, inputs: VerifyInputs) -> Any:
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            self.backend.run(inputs)  # warm-up outside capture: lazy init, autotuning, allocator
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self.backend.run(inputs)
-        torch.cuda.synchronize()
-        return graph
+    def call(self, index: int) -> Callable[[], object]:
+        if self.graphs:
+            return self.graphs[index % len(self.graphs)].replay
+        return self.subject.launches[index % len(self.subject.launches)]
+
+    def verify(self) -> None:
+        """Each graph (or the first plain launch) once on a poisoned output: NoKernelWork if it did none."""
+        for index, graph in enumerate(self.graphs):
+            verify_call(graph.replay, graph.output, self.subject.before[index], graph.node_count, self.name)
+        if not self.graphs:
+            self.subject.before[0]()
+            output = self.subject.launches[0]()
+            if not isinstance(output, torch.Tensor):
+                raise TypeError(f"{self.name}: the launch returned {type(output).__name__}, not its output")
+            if output.is_cuda:
+                torch.cuda.synchronize(output.device)
+            check_did_work(output, None, self.name)
 
     def warm(self, rounds: int) -> None:
         for r in range(rounds):
@@ -90,55 +72,55 @@ class _Timed:
         if self.on_gpu:
             torch.cuda.synchronize()
 
-    def call(self, index: int) -> Callable[[], object]:
-        if self.graphs:
-            return self.graphs[index % len(self.graphs)].replay
-        inputs = self.sets[index % len(self.sets)]
-        return lambda: self.backend.run(inputs)
-
-    def sample(self, index: int) -> float:
+    def sample(self, index: int, clock: Clock | None) -> float:
+        before = self.subject.before[index % len(self.subject.before)]
         if not self.on_gpu:
-            self.sets[index % len(self.sets)].fresh_output()
-            return time_host_us(self.call(index))
-        inputs, flush = self.sets[index % len(self.sets)], self.flush
+            before()
+            return time_host_us(self.call(index), clock)
+        flush = self.flush
 
-        def before() -> None:  # outside the events: a fresh poisoned output, then (cold-L2) the flush
-            inputs.fresh_output()
+        def before_sample() -> None:  # outside the events: a fresh poisoned output, then (cold-L2) the flush
+            before()
             if flush is not None:
                 flush()
 
-        return time_cuda_us(self.call(index), before)
+        return time_cuda_us(self.call(index), before_sample)
 
 
 def measure(
-    backends: Mapping[str, Backend],
-    input_sets: Sequence[VerifyInputs],
+    subjects: Mapping[str, TimingSubject],
+    device: torch.device,
     settings: TimingSettings,
     ratios: Sequence[tuple[str, str]] = (),
+    clock: Clock | None = None,
 ) -> tuple[dict[str, Measurement], list[RatioStats]]:
-    timed = {name: _Timed(b, input_sets, settings) for name, b in backends.items()}
-    monitor = SmClockMonitor() if input_sets[0].device.type == "cuda" else None
-    for t in timed.values():
-        t.warm(settings.warmup)
-    samples: dict[str, list[float]] = {name: [] for name in timed}
-    clocks: dict[str, list[int]] = {name: [] for name in timed}
-    throttled: dict[str, list[bool]] = {name: [] for name in timed}
-    deadline = time.perf_counter() + settings.max_seconds
-    stop, rounds = "max-samples", 0
-    while rounds < settings.max_samples:
-        for name, t in timed.items():
-            samples[name].append(t.sample(rounds))
-            if monitor is not None and (state := monitor.read()) is not None:
-                clocks[name].append(state[0])
-                throttled[name].append(state[1])
-        rounds += 1
-        if rounds >= settings.min_samples:
-            if all(summarize(s).rel_noise <= settings.target_rel_noise for s in samples.values()):
-                stop = "noise"
-                break
-            if time.perf_counter() > deadline:
-                stop = "time-limit"
-                break
+    """Time every subject, interleaved, on `device`; on the CPU with `settings.cpu_threads` torch threads.
+
+    `clock` is the host clock (None: the process's); GPU samples are CUDA events. Raises NoKernelWork
+    for a subject whose launch or graph leaves its output poisoned.
+    """
+    on_cpu = device.type != "cuda"
+    pinned = torch_threads(settings.cpu_threads) if on_cpu else contextlib.nullcontext(None)
+    with pinned as cpu_threads:
+        timed = {name: _Timed(name, s, device, settings) for name, s in subjects.items()}
+        for t in timed.values():
+            t.verify()
+            t.warm(settings.warmup)
+        monitor = SmClockMonitor() if not on_cpu else None
+        samples: dict[str, list[float]] = {name: [] for name in timed}
+        clocks: dict[str, list[int]] = {name: [] for name in timed}
+        throttled: dict[str, list[bool]] = {name: [] for name in timed}
+        rule = StoppingRule(settings, clock)
+        while not rule.is_finished():
+            this_round = {}
+            for name, t in timed.items():
+                this_round[name] = t.sample(rule.rounds, clock)
+                samples[name].append(this_round[name])
+                if monitor is not None and (state := monitor.read()) is not None:
+                    clocks[name].append(state[0])
+                    throttled[name].append(state[1])
+            rule.add(this_round)
+    stop = rule.reason or "max-samples"
     measurements = {
         name: Measurement(
             name,
@@ -149,6 +131,8 @@ def measure(
             t.note,
             clocks[name],
             throttled[name],
+            prepare_us=subjects[name].prepare_us,
+            cpu_threads=cpu_threads,
         )
         for name, t in timed.items()
     }

@@ -30,7 +30,7 @@ class LatencyStats:
     @property
     def rel_noise(self) -> float:
         """IQR relative to the median: the spread a repeated measurement should expect."""
-        return self.iqr_us / self.median_us if self.median_us > 0 else math.inf
+        return _iqr_over_median(self.q1_us, self.q3_us, self.median_us)
 
     def to_json(self) -> dict[str, float]:
         out = {k: round(v, 4) if isinstance(v, float) else v for k, v in asdict(self).items()}
@@ -55,6 +55,20 @@ def _quartiles(values: Sequence[float]) -> tuple[float, float]:
         return values[0], values[0]
     q = statistics.quantiles(values, n=4, method="inclusive")
     return q[0], q[2]
+
+
+def _iqr_over_median(q1: float, q3: float, median: float) -> float:
+    return (q3 - q1) / median if median > 0 else math.inf
+
+
+def relative_noise(samples_us: Sequence[float]) -> float:
+    """`summarize(samples_us).rel_noise` without the rest of the summary: the stopping rule asks it after
+    every round, and sorting already-sorted samples is linear."""
+    if not samples_us:
+        raise ValueError("no timing samples")
+    values = sorted(samples_us)
+    q1, q3 = _quartiles(values)
+    return _iqr_over_median(q1, q3, statistics.median(values))
 
 
 def summarize(samples_us: Sequence[float]) -> LatencyStats:
