@@ -6,9 +6,9 @@ its code: the float32/float64 `reference` holds about three score matrices H x q
 of its accumulation type per request (einsum result, masked copy, softmax) besides gathered float keys
 and values; `cuda-emu` and `cuda` add the marshaled slot lists, the mask bit words and the split-K
 workspace; Triton's interpreter works on CPU tensors in place (tiles only). The run keeps a copy of each
-backend's output, and its input fingerprint sums each read-only tensor through an int64 copy (4 x the
-bf16 pool; a 200 MB int16 tensor summed so raised peak RSS by 783 MB here). Against peak RSS, measured
-without the fingerprint on the 19 runs below that exceed 50 MB: -27 % to +11 %, median |error| 9 %.
+backend's output; its input fingerprint sums the read-only tensors in chunks (a 32 MB temporary; summed
+whole, a 200 MB int16 tensor raised peak RSS by 783 MB here, through its int64 copy). Against peak RSS, on
+the 19 runs below that exceed 50 MB: -27 % to +11 %, median |error| 9 %.
 
 Seconds are an estimate for this machine's CPU (2 cores), fitted by least squares (weights 1/sqrt(t)) to
 one call of each backend, each in a fresh process, on these cases (heads x batch x prefix x q_len; a
@@ -201,7 +201,7 @@ def estimate_case(case: Case, backends: Sequence[str], device: str = "cpu") -> E
     kept = 0
     working = 0
     seconds = generation_seconds(case, footprint)
-    fingerprint = footprint.pool_rows * HEAD_DIM_QK * INDEX_BYTES  # the int64 copy of the pool when summed
+    fingerprint = FINGERPRINT_CHUNK_BYTES  # runner/execute.py sums the inputs in chunks of 4M int64
     for name in backends:
         extra = _working_bytes(name, case, footprint)
         working = max(working, kept + (extra or 0))
@@ -236,6 +236,7 @@ def machine_memory_bytes() -> int | None:
         return None
 
 
+FINGERPRINT_CHUNK_BYTES = (1 << 22) * 8
 DEFAULT_MAX_SECONDS = 600.0  # ten minutes for one case: worth a warning
 
 

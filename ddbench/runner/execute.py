@@ -30,8 +30,18 @@ def input_fingerprints(inputs: VerifyInputs) -> dict[str, int]:
             if t.dtype == torch.bool
             else t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
         )
-        out[name] = int(bits.sum(dtype=torch.int64))
+        out[name] = _chunked_sum(bits)
     return out
+
+
+_CHUNK_ELEMENTS = 1 << 22  # sum(dtype=int64) widens its input: in chunks, a 32 MB temporary, not 4x the pool
+
+
+def _chunked_sum(bits: torch.Tensor) -> int:
+    if bits.dim() == 0 or bits.numel() <= _CHUNK_ELEMENTS:
+        return int(bits.sum(dtype=torch.int64))
+    rows = max(1, _CHUNK_ELEMENTS // max(1, bits[0].numel()))
+    return sum(int(chunk.sum(dtype=torch.int64)) for chunk in torch.split(bits, rows, dim=0))
 
 
 def _call(backend: Backend, inputs: VerifyInputs) -> BackendRun:
