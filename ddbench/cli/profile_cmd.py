@@ -1,0 +1,150 @@
+"""`ddbench profile SUITE`: per case, the custom kernel's counters turned into a *modeled* time on a named
+GPU, its floor, and the modeled Triton kernel; a table, and on request JSON, markdown and a PNG.
+
+The counters come from the CPU emulation (`emulated_counters`); until it counts, the command says it cannot
+run (exit 3) rather than invent counters. `--counters FILE` takes counters made elsewhere (a JSON object of
+case ID -> counters document), which is also how the tests drive it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from ddbench.atomic import check_writable, write_atomic, write_json_atomic
+from ddbench.cli.common import load_suites, require_cases, select_cases, stdout
+from ddbench.errors import BackendUnavailable, InputError
+from ddbench.kernel.kernel_check import kernel_check
+from ddbench.model.calibration import calibration_for
+from ddbench.model.floor import CaseShape
+from ddbench.model.gpus import GPUS, gpu_spec
+from ddbench.model.kernel_time import LAUNCH_MODES
+from ddbench.model.profile import CaseProfile, profile_case, profile_document, profile_markdown, table_rows
+from ddbench.model.profile_plot import profile_png
+from ddbench.suite.load import read_json
+from ddbench.suite.model import Case
+
+CALIBRATION_FILE = Path(__file__).resolve().parents[1] / "model" / "calibration.json"
+COUNTERS_UNAVAILABLE = "profile: unavailable: the emulation's counters are not built yet"
+
+
+def emulated_counters(case: Case) -> Mapping[str, Any]:
+    """The emulation's counters document for one case: where the emulation's counting run plugs in."""
+    raise BackendUnavailable(COUNTERS_UNAVAILABLE)
+
+
+def _counters_from_file(path: str, cases: list[Case]) -> dict[str, Mapping[str, Any]]:
+    doc = read_json(Path(path), what="counters file")
+    if not isinstance(doc, Mapping):
+        raise InputError("must be an object of case ID -> counters document", file=path)
+    missing = [c.id for c in cases if c.id not in doc]
+    if missing:
+        raise InputError(f"no counters for {len(missing)} selected case(s), first {missing[0]!r}", file=path)
+    return {c.id: doc[c.id] for c in cases}
+
+
+def _registers(arch: str, path: str | None) -> dict[str, int] | None:
+    """Registers per thread by kernel name: from a `kernel-check --json` report, else nvcc's ptxas when it
+    is installed, else None (the model then ignores the register limit and says so)."""
+    if path is not None:
+        reports = read_json(Path(path), what="kernel-check report")
+        if not isinstance(reports, list):
+            raise InputError("must be the list `ddbench kernel-check --json` writes", file=path)
+        found = {}
+        for i, report in enumerate(reports):
+            if isinstance(report, Mapping) and report.get("arch") == arch:
+                for j, k in enumerate(report.get("kernels", [])):
+                    if not isinstance(k, Mapping) or not isinstance(k.get("registers"), int):
+                        raise InputError(
+                            "a kernel needs 'name' and 'registers'", file=path, path=f"[{i}].kernels[{j}]"
+                        )
+                    found[_short(str(k.get("name", "")))] = k["registers"]
+        if not found:
+            raise InputError(f"no kernel built for {arch}", file=path)
+        return found
+    try:
+        reports = kernel_check((arch,))
+    except RuntimeError:
+        return None
+    return {_short(k.name): k.registers for r in reports for k in r.kernels} or None
+
+
+def _short(mangled: str) -> str:
+    for name in ("verify_attention_kernel", "combine_splits_kernel"):
+        if name in mangled:
+            return name
+    return mangled
+
+
+def _print(profiles: list[CaseProfile], title: str) -> None:
+    rows = table_rows(profiles)
+    table = Table(title=title)
+    for col in rows[0] if rows else ["case"]:
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(*row.values())
+    stdout.print(table)
+
+
+@click.command("profile")
+@click.argument("suites", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-k", "filter_expr", help="Keep cases matching: words (tags or ID parts) with and/or/not.")
+@click.option("--gpu", "gpu_key", type=click.Choice(sorted(GPUS)), default="rtx-pro-6000", show_default=True)
+@click.option("--launch", "launch_mode", type=click.Choice(LAUNCH_MODES), default="stream", show_default=True,
+              help="Per-kernel overhead: a stream launch or a CUDA-graph node.")  # fmt: skip
+@click.option("--counters", "counters_path", type=click.Path(dir_okay=False),
+              help="Counters made elsewhere: a JSON object of case ID -> counters document.")  # fmt: skip
+@click.option("--registers", "registers_path", type=click.Path(dir_okay=False),
+              help="A `kernel-check --json` report (default: run ptxas when nvcc is installed).")  # fmt: skip
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False), help="Write the modeled profile as JSON."
+)
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Write it as markdown.")
+@click.option(
+    "--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG: modeled µs vs prefix."
+)
+def profile_command(
+    suites: tuple[str, ...],
+    filter_expr: str | None,
+    gpu_key: str,
+    launch_mode: str,
+    counters_path: str | None,
+    registers_path: str | None,
+    json_path: str | None,
+    markdown_path: str | None,
+    plot_path: str | None,
+) -> None:
+    """Model the custom kernel's time on a GPU from the emulation's counters (every figure is modeled)."""
+    reads = [*suites, *(p for p in (counters_path, registers_path) if p)]
+    for option, path in (("--json", json_path), ("--markdown", markdown_path), ("--plot", plot_path)):
+        if path:
+            check_writable(path, option, reads)
+    cases = select_cases(load_suites(suites), filter_expr)
+    require_cases(cases, filter_expr)
+    gpu = gpu_spec(gpu_key)
+    if counters_path is None:
+        counters = {c.id: emulated_counters(c) for c in cases}
+    else:
+        counters = _counters_from_file(counters_path, cases)
+    calibration = calibration_for(
+        read_json(CALIBRATION_FILE, what="calibration file"), gpu.key, str(CALIBRATION_FILE)
+    )
+    registers = _registers(gpu.arch, registers_path)
+    profiles = [
+        profile_case(c.id, CaseShape.of(c), counters[c.id], gpu, registers, calibration, launch_mode)
+        for c in cases
+    ]
+    title = f"modeled on {gpu.name} ({calibration.label}; error {calibration.error_band})"
+    _print(profiles, title)
+    if registers is None:
+        stdout.print("note: registers per thread unknown (no nvcc): occupancy ignores them", highlight=False)
+    if json_path:
+        write_json_atomic(json_path, profile_document(profiles, gpu, calibration))
+    if markdown_path:
+        write_atomic(markdown_path, profile_markdown(profiles, gpu, calibration))
+    if plot_path:
+        write_atomic(plot_path, profile_png(profiles, title))
