@@ -147,4 +147,5 @@ def profile_command(
     if markdown_path:
         write_atomic(markdown_path, profile_markdown(profiles, gpu, calibration))
     if plot_path:
-        write_atomic(plot_path, profile_png(profiles, title))
+        plot_title = f"modeled on {gpu.name}\n{calibration.label}; model error {calibration.error_band}"
+        write_atomic(plot_path, profile_png(profiles, plot_title))

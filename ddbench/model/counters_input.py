@@ -135,8 +135,8 @@ def parse_kernel(doc: Any, path: str) -> KernelCounters:
 
 def parse_counters(doc: Any, source: str = "counters") -> list[KernelCounters]:
     """Every kernel of one launch; `source` names the file (or case) in errors."""
-    kernels = _get(doc, "kernels", "", Sequence) if isinstance(doc, Mapping) else None
-    if kernels is None:
+    kernels = doc.get("kernels") if isinstance(doc, Mapping) else None
+    if isinstance(kernels, (str, bytes)) or not isinstance(kernels, Sequence):
         raise InputError("the counters must be an object with a 'kernels' list", file=source)
     try:
         return [parse_kernel(k, f"kernels[{i}]") for i, k in enumerate(kernels)]

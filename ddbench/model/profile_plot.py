@@ -31,7 +31,7 @@ def profile_png(profiles: Sequence[CaseProfile], title: str) -> bytes:
         x = [sum(p.shape.prefix_lens) / p.shape.batch_size for p in members]
         ax.plot(x, [p.launch.modeled_us for p in members], marker="o", label="cuda (modeled)")
         ax.plot(x, [p.triton_us for p in members], marker="s", label="triton (modeled)")
-        ax.plot(x, [p.floor.us for p in members], color="black", linestyle="--", label="floor")
+        ax.plot(x, [p.floor.us for p in members], color="black", linestyle="--", marker="x", label="floor")
         if max(x) > 256:
             ax.set_xscale("symlog", linthresh=max(1.0, min(v for v in x if v > 0) if any(x) else 1.0))
         ax.set_yscale("log")
