@@ -23,6 +23,7 @@ from ddbench.model.calibration import calibration_for
 from ddbench.model.floor import CaseShape
 from ddbench.model.gpus import GPUS, gpu_spec
 from ddbench.model.kernel_time import LAUNCH_MODES
+from ddbench.model.model_baseline import Tolerances, baseline_document, regressions
 from ddbench.model.profile import CaseProfile, profile_case, profile_document, profile_markdown, table_rows
 from ddbench.model.profile_plot import profile_png
 from ddbench.suite.load import read_json
@@ -94,16 +95,54 @@ def _print(profiles: list[CaseProfile], title: str) -> None:
 @click.argument("suites", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("-k", "filter_expr", help="Keep cases matching: words (tags or ID parts) with and/or/not.")
 @click.option("--gpu", "gpu_key", type=click.Choice(sorted(GPUS)), default="rtx-pro-6000", show_default=True)
-@click.option("--launch", "launch_mode", type=click.Choice(LAUNCH_MODES), default="stream", show_default=True,
-              help="Per-kernel overhead: a stream launch or a CUDA-graph node.")  # fmt: skip
-@click.option("--counters", "counters_path", type=click.Path(dir_okay=False),
-              help="Counters made elsewhere: a JSON object of case ID -> counters document.")  # fmt: skip
-@click.option("--registers", "registers_path", type=click.Path(dir_okay=False),
-              help="A `kernel-check --json` report (default: run ptxas when nvcc is installed).")  # fmt: skip
+@click.option(
+    "--launch",
+    "launch_mode",
+    type=click.Choice(LAUNCH_MODES),
+    default="stream",
+    show_default=True,
+    help="Per-kernel overhead: a stream launch or a CUDA-graph node.",
+)
+@click.option(
+    "--counters",
+    "counters_path",
+    type=click.Path(dir_okay=False),
+    help="Counters made elsewhere: a JSON object of case ID -> counters document.",
+)
+@click.option(
+    "--registers",
+    "registers_path",
+    type=click.Path(dir_okay=False),
+    help="A `kernel-check --json` report (default: run ptxas when nvcc is installed).",
+)
 @click.option(
     "--json", "json_path", type=click.Path(dir_okay=False), help="Write the modeled profile as JSON."
 )
 @click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Write it as markdown.")
+@click.option(
+    "--baseline",
+    "baseline_path",
+    type=click.Path(dir_okay=False),
+    help="Compare with a model baseline; exit 1 on any regression.",
+)
+@click.option(
+    "--update-baseline",
+    "update_path",
+    type=click.Path(dir_okay=False),
+    help="Write the profile as a model baseline (counters are exact: no noise refusal).",
+)
+@click.option(
+    "--max-modeled-regression",
+    type=click.FloatRange(min=0),
+    default=0.01,
+    show_default=True,
+    help="With --baseline: modeled-µs growth allowed, relative.",
+)
+@click.option(
+    "--max-cuda-over-triton",
+    type=click.FloatRange(min=0),
+    help="With --baseline: a ceiling on the modeled cuda/triton ratio.",
+)
 @click.option(
     "--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG: modeled µs vs prefix."
 )
@@ -116,11 +155,21 @@ def profile_command(
     registers_path: str | None,
     json_path: str | None,
     markdown_path: str | None,
+    baseline_path: str | None,
+    update_path: str | None,
+    max_modeled_regression: float,
+    max_cuda_over_triton: float | None,
     plot_path: str | None,
 ) -> None:
     """Model the custom kernel's time on a GPU from the emulation's counters (every figure is modeled)."""
-    reads = [*suites, *(p for p in (counters_path, registers_path) if p)]
-    for option, path in (("--json", json_path), ("--markdown", markdown_path), ("--plot", plot_path)):
+    reads = [*suites, *(p for p in (counters_path, registers_path, baseline_path) if p)]
+    outputs = (
+        ("--json", json_path),
+        ("--markdown", markdown_path),
+        ("--plot", plot_path),
+        ("--update-baseline", update_path),
+    )
+    for option, path in outputs:
         if path:
             check_writable(path, option, reads)
     cases = select_cases(load_suites(suites), filter_expr)
@@ -149,3 +198,16 @@ def profile_command(
     if plot_path:
         plot_title = f"modeled on {gpu.name}\n{calibration.label}; model error {calibration.error_band}"
         write_atomic(plot_path, profile_png(profiles, plot_title))
+    if update_path:
+        write_json_atomic(update_path, baseline_document(profiles, gpu.key, calibration.label))
+    if baseline_path:
+        tolerances = Tolerances(max_modeled_regression, max_cuda_over_triton)
+        baseline = read_json(Path(baseline_path), what="model baseline")
+        found, notes = regressions(profiles, baseline, gpu.key, calibration.label, tolerances, baseline_path)
+        for note in notes:
+            stdout.print(f"note: {note}", highlight=False)
+        for line in found:
+            stdout.print(f"[bold red]REGRESSED[/] {line}", highlight=False)
+        if found:
+            raise click.exceptions.Exit(1)
+        stdout.print(f"model baseline: no regression in {len(profiles)} cases", highlight=False)
