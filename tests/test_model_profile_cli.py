@@ -86,6 +86,7 @@ def test_a_profile_from_given_counters_is_labelled_modeled_everywhere(inputs):
     assert [c["case"] for c in doc["cases"]] == [c.id for c in cases]
     time_keys = {k for k in _keys(doc, set()) if k.endswith("_us")}
     assert time_keys and all(k.startswith("modeled") or k == "floor_us" for k in time_keys), time_keys
+    assert all(c["modeling_seconds"] >= 0 for c in doc["cases"])  # host time, recorded not judged
     case = doc["cases"][0]
     assert case["cuda"]["kernels"][0]["registers_per_thread"] == 167  # from the report, not ptxas
     assert case["modeled_cuda_over_triton"] == pytest.approx(

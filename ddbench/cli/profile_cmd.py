@@ -8,6 +8,8 @@ case ID -> counters document), which is also how the tests drive it.
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -175,18 +177,24 @@ def profile_command(
     cases = select_cases(load_suites(suites), filter_expr)
     require_cases(cases, filter_expr)
     gpu = gpu_spec(gpu_key)
-    if counters_path is None:
-        counters = {c.id: emulated_counters(c) for c in cases}
-    else:
-        counters = _counters_from_file(counters_path, cases)
     calibration = calibration_for(
         read_json(CALIBRATION_FILE, what="calibration file"), gpu.key, str(CALIBRATION_FILE)
     )
-    registers = _registers(gpu.arch, registers_path)
-    profiles = [
-        profile_case(c.id, CaseShape.of(c), counters[c.id], gpu, registers, calibration, launch_mode)
-        for c in cases
-    ]
+    given = None if counters_path is None else _counters_from_file(counters_path, cases)
+    registers: dict[str, int] | None = None
+    profiles: list[CaseProfile] = []
+    for case in cases:
+        start = time.perf_counter()
+        counters = emulated_counters(case) if given is None else given[case.id]
+        counted = time.perf_counter() - start
+        if not profiles:  # after the first counters: a run that cannot count never waits for ptxas
+            registers = _registers(gpu.arch, registers_path)
+        start = time.perf_counter()
+        profile = profile_case(
+            case.id, CaseShape.of(case), counters, gpu, registers, calibration, launch_mode
+        )
+        seconds = counted + time.perf_counter() - start
+        profiles.append(dataclasses.replace(profile, modeling_seconds=seconds))
     title = f"modeled on {gpu.name} ({calibration.label}; error {calibration.error_band})"
     _print(profiles, title)
     if registers is None:

@@ -26,6 +26,7 @@ class CaseProfile:
     floor: Floor
     triton: KernelModel
     triton_overhead_us: float
+    modeling_seconds: float | None = None  # host time the counters and the model took (not a GPU time)
 
     @property
     def triton_us(self) -> float:
@@ -55,6 +56,7 @@ class CaseProfile:
                 "modeled_overhead_us": self.triton_overhead_us,
             },
             "modeled_cuda_over_triton": self.cuda_over_triton,
+            "modeling_seconds": self.modeling_seconds,
         }
 
 

@@ -32,14 +32,14 @@ def profile_png(profiles: Sequence[CaseProfile], title: str) -> bytes:
         ax.plot(x, [p.launch.modeled_us for p in members], marker="o", label="cuda (modeled)")
         ax.plot(x, [p.triton_us for p in members], marker="s", label="triton (modeled)")
         ax.plot(x, [p.floor.us for p in members], color="black", linestyle="--", marker="x", label="floor")
-        if max(x) > 256:
+        if len(set(x)) > 1 and max(x) > 256:
             ax.set_xscale("symlog", linthresh=max(1.0, min(v for v in x if v > 0) if any(x) else 1.0))
         ax.set_yscale("log")
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("prefix length (tokens; ragged batch: mean)")
         ax.set_ylabel("modeled µs")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8, loc="best")
     for ax in list(axes.flat)[len(groups) :]:
         ax.set_visible(False)
     fig.suptitle(title + "\nmodeled, not measured", fontsize=11)
