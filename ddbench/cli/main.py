@@ -18,6 +18,7 @@ from ddbench.cli.explain_cmd import explain_command
 from ddbench.cli.kernel_cmd import kernel_check_command
 from ddbench.cli.list_cmd import list_command
 from ddbench.cli.merge_cmd import merge_command
+from ddbench.cli.profile_cmd import profile_command
 from ddbench.cli.report_cmd import report_command
 from ddbench.cli.run_cmd import run_command
 from ddbench.cli.selftest_cmd import selftest_command
@@ -59,6 +60,7 @@ cli.add_command(capture_info_command)
 cli.add_command(capture_group)
 cli.add_command(explain_command)
 cli.add_command(selftest_command)
+cli.add_command(profile_command)
 
 
 def main() -> None:

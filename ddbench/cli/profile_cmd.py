@@ -1,0 +1,221 @@
+"""`ddbench profile SUITE`: per case, the custom kernel's counters turned into a *modeled* time on a named
+GPU, its floor, and the modeled Triton kernel; a table, and on request JSON, markdown and a PNG.
+
+The counters come from the CPU emulation (`emulated_counters`); until it counts, the command says it cannot
+run (exit 3) rather than invent counters. `--counters FILE` takes counters made elsewhere (a JSON object of
+case ID -> counters document), which is also how the tests drive it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from ddbench.atomic import check_writable, write_atomic, write_json_atomic
+from ddbench.cli.common import load_suites, require_cases, select_cases, stdout
+from ddbench.errors import BackendUnavailable, InputError
+from ddbench.kernel.kernel_check import kernel_check
+from ddbench.model.calibration import calibration_for
+from ddbench.model.floor import CaseShape
+from ddbench.model.gpus import GPUS, gpu_spec
+from ddbench.model.kernel_time import LAUNCH_MODES
+from ddbench.model.model_baseline import Tolerances, baseline_document, regressions
+from ddbench.model.profile import CaseProfile, profile_case, profile_document, profile_markdown, table_rows
+from ddbench.model.profile_plot import profile_png
+from ddbench.suite.load import read_json
+from ddbench.suite.model import Case
+
+CALIBRATION_FILE = Path(__file__).resolve().parents[1] / "model" / "calibration.json"
+COUNTERS_UNAVAILABLE = "profile: unavailable: the emulation's counters are not built yet"
+
+
+def emulated_counters(case: Case) -> Mapping[str, Any]:
+    """The emulation's counters document for one case: where the emulation's counting run plugs in."""
+    raise BackendUnavailable(COUNTERS_UNAVAILABLE)
+
+
+def _counters_from_file(path: str, cases: list[Case]) -> dict[str, Mapping[str, Any]]:
+    doc = read_json(Path(path), what="counters file")
+    if not isinstance(doc, Mapping):
+        raise InputError("must be an object of case ID -> counters document", file=path)
+    missing = [c.id for c in cases if c.id not in doc]
+    if missing:
+        raise InputError(f"no counters for {len(missing)} selected case(s), first {missing[0]!r}", file=path)
+    return {c.id: doc[c.id] for c in cases}
+
+
+def _registers(arch: str, path: str | None) -> dict[str, int] | None:
+    """Registers per thread by kernel name: from a `kernel-check --json` report, else nvcc's ptxas when it
+    is installed, else None (the model then ignores the register limit and says so)."""
+    if path is not None:
+        reports = read_json(Path(path), what="kernel-check report")
+        if not isinstance(reports, list):
+            raise InputError("must be the list `ddbench kernel-check --json` writes", file=path)
+        found = {}
+        for i, report in enumerate(reports):
+            if isinstance(report, Mapping) and report.get("arch") == arch:
+                for j, k in enumerate(report.get("kernels", [])):
+                    if not isinstance(k, Mapping) or not isinstance(k.get("registers"), int):
+                        raise InputError(
+                            "a kernel needs 'name' and 'registers'", file=path, path=f"[{i}].kernels[{j}]"
+                        )
+                    found[_short(str(k.get("name", "")))] = k["registers"]
+        if not found:
+            raise InputError(f"no kernel built for {arch}", file=path)
+        return found
+    try:
+        reports = kernel_check((arch,))
+    except RuntimeError:
+        return None
+    return {_short(k.name): k.registers for r in reports for k in r.kernels} or None
+
+
+def _short(mangled: str) -> str:
+    for name in ("verify_attention_kernel", "combine_splits_kernel"):
+        if name in mangled:
+            return name
+    return mangled
+
+
+def _print(profiles: list[CaseProfile], title: str) -> None:
+    rows = table_rows(profiles)
+    table = Table(title=title)
+    for col in rows[0] if rows else ["case"]:
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(*row.values())
+    stdout.print(table)
+
+
+@click.command("profile")
+@click.argument("suites", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("-k", "filter_expr", help="Keep cases matching: words (tags or ID parts) with and/or/not.")
+@click.option("--gpu", "gpu_key", type=click.Choice(sorted(GPUS)), default="rtx-pro-6000", show_default=True)
+@click.option(
+    "--launch",
+    "launch_mode",
+    type=click.Choice(LAUNCH_MODES),
+    default="stream",
+    show_default=True,
+    help="Per-kernel overhead: a stream launch or a CUDA-graph node.",
+)
+@click.option(
+    "--counters",
+    "counters_path",
+    type=click.Path(dir_okay=False),
+    help="Counters made elsewhere: a JSON object of case ID -> counters document.",
+)
+@click.option(
+    "--registers",
+    "registers_path",
+    type=click.Path(dir_okay=False),
+    help="A `kernel-check --json` report (default: run ptxas when nvcc is installed).",
+)
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False), help="Write the modeled profile as JSON."
+)
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False), help="Write it as markdown.")
+@click.option(
+    "--baseline",
+    "baseline_path",
+    type=click.Path(dir_okay=False),
+    help="Compare with a model baseline; exit 1 on any regression.",
+)
+@click.option(
+    "--update-baseline",
+    "update_path",
+    type=click.Path(dir_okay=False),
+    help="Write the profile as a model baseline (counters are exact: no noise refusal).",
+)
+@click.option(
+    "--max-modeled-regression",
+    type=click.FloatRange(min=0),
+    default=0.01,
+    show_default=True,
+    help="With --baseline: modeled-µs growth allowed, relative.",
+)
+@click.option(
+    "--max-cuda-over-triton",
+    type=click.FloatRange(min=0),
+    help="With --baseline: a ceiling on the modeled cuda/triton ratio.",
+)
+@click.option(
+    "--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG: modeled µs vs prefix."
+)
+def profile_command(
+    suites: tuple[str, ...],
+    filter_expr: str | None,
+    gpu_key: str,
+    launch_mode: str,
+    counters_path: str | None,
+    registers_path: str | None,
+    json_path: str | None,
+    markdown_path: str | None,
+    baseline_path: str | None,
+    update_path: str | None,
+    max_modeled_regression: float,
+    max_cuda_over_triton: float | None,
+    plot_path: str | None,
+) -> None:
+    """Model the custom kernel's time on a GPU from the emulation's counters (every figure is modeled)."""
+    reads = [*suites, *(p for p in (counters_path, registers_path, baseline_path) if p)]
+    outputs = (
+        ("--json", json_path),
+        ("--markdown", markdown_path),
+        ("--plot", plot_path),
+        ("--update-baseline", update_path),
+    )
+    for option, path in outputs:
+        if path:
+            check_writable(path, option, reads)
+    cases = select_cases(load_suites(suites), filter_expr)
+    require_cases(cases, filter_expr)
+    gpu = gpu_spec(gpu_key)
+    calibration = calibration_for(
+        read_json(CALIBRATION_FILE, what="calibration file"), gpu.key, str(CALIBRATION_FILE)
+    )
+    given = None if counters_path is None else _counters_from_file(counters_path, cases)
+    registers: dict[str, int] | None = None
+    profiles: list[CaseProfile] = []
+    for case in cases:
+        start = time.perf_counter()
+        counters = emulated_counters(case) if given is None else given[case.id]
+        counted = time.perf_counter() - start
+        if not profiles:  # after the first counters: a run that cannot count never waits for ptxas
+            registers = _registers(gpu.arch, registers_path)
+        start = time.perf_counter()
+        profile = profile_case(
+            case.id, CaseShape.of(case), counters, gpu, registers, calibration, launch_mode
+        )
+        seconds = counted + time.perf_counter() - start
+        profiles.append(dataclasses.replace(profile, modeling_seconds=seconds))
+    title = f"modeled on {gpu.name} ({calibration.label}; error {calibration.error_band})"
+    _print(profiles, title)
+    if registers is None:
+        stdout.print("note: registers per thread unknown (no nvcc): occupancy ignores them", highlight=False)
+    if json_path:
+        write_json_atomic(json_path, profile_document(profiles, gpu, calibration))
+    if markdown_path:
+        write_atomic(markdown_path, profile_markdown(profiles, gpu, calibration))
+    if plot_path:
+        plot_title = f"modeled on {gpu.name}\n{calibration.label}; model error {calibration.error_band}"
+        write_atomic(plot_path, profile_png(profiles, plot_title))
+    if update_path:
+        write_json_atomic(update_path, baseline_document(profiles, gpu.key, calibration.label))
+    if baseline_path:
+        tolerances = Tolerances(max_modeled_regression, max_cuda_over_triton)
+        baseline = read_json(Path(baseline_path), what="model baseline")
+        found, notes = regressions(profiles, baseline, gpu.key, calibration.label, tolerances, baseline_path)
+        for note in notes:
+            stdout.print(f"note: {note}", highlight=False)
+        for line in found:
+            stdout.print(f"[bold red]REGRESSED[/] {line}", highlight=False)
+        if found:
+            raise click.exceptions.Exit(1)
+        stdout.print(f"model baseline: no regression in {len(profiles)} cases", highlight=False)

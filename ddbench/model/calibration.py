@@ -1,0 +1,114 @@
+"""Which constants the model uses: the datasheet tables, or a calibration measured on a GPU (pure).
+
+The calibration document (`ddbench/model/calibration.json`, docs/model.md) holds per GPU the constants
+a device run fitted (any GpuSpec field) and the model's error per case it was checked on. With none for a
+GPU the model runs on datasheet values and says "uncalibrated", with the error band argued in docs/model.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddbench.errors import InputError
+from ddbench.model.gpus import GpuSpec
+
+FORMAT_VERSION = 1
+UNCALIBRATED_LABEL = "uncalibrated: datasheet values"
+# Without a measurement the model's error is argued, not known: see docs/model.md ("Error").
+UNCALIBRATED_ERROR_BAND = "about -50 % / +100 % (uncalibrated; not yet measured)"
+_TUNABLE = {f.name for f in dataclasses.fields(GpuSpec)} - {"key", "name", "arch"}
+
+
+@dataclass(frozen=True)
+class CaseError:
+    case: str
+    measured_us: float
+    modeled_us: float
+
+    @property
+    def relative_error(self) -> float:
+        return self.modeled_us / self.measured_us - 1.0
+
+
+@dataclass(frozen=True)
+class Calibration:
+    label: str
+    constants: Mapping[str, float] = field(default_factory=dict)
+    errors: tuple[CaseError, ...] = ()
+
+    @property
+    def calibrated(self) -> bool:
+        return bool(self.constants) or bool(self.errors)
+
+    @property
+    def error_band(self) -> str:
+        if not self.errors:
+            return UNCALIBRATED_ERROR_BAND if not self.calibrated else "not measured"
+        errs = [e.relative_error for e in self.errors]
+        return f"{min(errs):+.0%} .. {max(errs):+.0%} over {len(errs)} measured cases"
+
+    def apply(self, gpu: GpuSpec) -> GpuSpec:
+        return dataclasses.replace(gpu, **self.constants) if self.constants else gpu
+
+
+UNCALIBRATED = Calibration(UNCALIBRATED_LABEL)
+
+
+def _number(value: Any, path: str, source: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise InputError("must be a positive number", file=source, path=path)
+    return value
+
+
+def calibration_for(doc: Any, gpu_key: str, source: str) -> Calibration:
+    """The calibration of `gpu_key` in a calibration document; UNCALIBRATED when it holds none."""
+    if not isinstance(doc, Mapping) or doc.get("format_version") != FORMAT_VERSION:
+        raise InputError(
+            f"not a calibration document (format_version {FORMAT_VERSION} expected)", file=source
+        )
+    gpus = doc.get("gpus", {})
+    if not isinstance(gpus, Mapping):
+        raise InputError("must be an object keyed by GPU", file=source, path="gpus")
+    entry = gpus.get(gpu_key)
+    if entry is None:
+        return UNCALIBRATED
+    path = f"gpus.{gpu_key}"
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("label"), str):
+        raise InputError("must be an object with a 'label' string", file=source, path=path)
+    constants = entry.get("constants", {})
+    if not isinstance(constants, Mapping):
+        raise InputError("must be an object", file=source, path=f"{path}.constants")
+    unknown = sorted(set(constants) - _TUNABLE)
+    if unknown:
+        raise InputError(
+            f"unknown constants {unknown} (known: {sorted(_TUNABLE)})", file=source, path=f"{path}.constants"
+        )
+    fitted = {k: _number(v, f"{path}.constants.{k}", source) for k, v in constants.items()}
+    for k in (
+        "sms",
+        "smem_per_sm_bytes",
+        "smem_per_cta_bytes",
+        "registers_per_sm",
+        "max_warps_per_sm",
+        "max_ctas_per_sm",
+        "mma_flop_per_clk_per_sm",
+        "l2_bytes",
+    ):
+        if k in fitted:
+            fitted[k] = int(fitted[k])
+    errors = []
+    for i, e in enumerate(entry.get("errors", [])):
+        epath = f"{path}.errors[{i}]"
+        if not isinstance(e, Mapping) or not isinstance(e.get("case"), str):
+            raise InputError("must be an object with a 'case' ID", file=source, path=epath)
+        errors.append(
+            CaseError(
+                e["case"],
+                _number(e.get("measured_us"), f"{epath}.measured_us", source),
+                _number(e.get("modeled_us"), f"{epath}.modeled_us", source),
+            )
+        )
+    return Calibration(entry["label"], fitted, tuple(errors))

@@ -1,0 +1,250 @@
+"""Counters -> a modeled time per kernel and per launch, and what limits it (pure).
+
+Each CTA runs its phases (the stretches between barriers) one after another; a phase takes as long as its
+binding resource: the tensor pipe (mma count / rate), shared memory (wavefronts, one per cycle per SM),
+issue (warp instructions, four per cycle per SM) or exposed memory latency (round trips: the phase's global
+bytes over the bytes the CTA keeps in flight, each a latency that L2 hits shorten); a cp.async pipeline hides
+its round trips behind the compute of the other phases. Co-resident CTAs share an
+SM's pipes. CTAs are dispatched in order onto the free CTA slots of the GPU, which gives waves and tails. The
+kernel is then no faster than its unique bytes over DRAM bandwidth nor its total traffic over L2 bandwidth.
+The launch adds a fixed overhead per kernel. Every figure is *modeled*.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddbench.model.calibration import UNCALIBRATED, Calibration
+from ddbench.model.counters_input import CtaShape, KernelCounters, parse_counters
+from ddbench.model.gpus import GpuSpec
+from ddbench.model.occupancy import Occupancy, occupancy, tail_ctas, waves
+
+LIMITERS = ("dram", "l2", "tensor", "smem", "issue", "latency", "waves", "launch")
+LAUNCH_MODES = ("stream", "graph")
+WAVES_SLACK = 1.25  # a schedule this much longer than perfectly balanced work is limited by its waves
+# Without cp.async, a thread keeps about this many bytes of plain loads in flight (16 x 16 B; estimate).
+SYNC_BYTES_IN_FLIGHT_PER_THREAD = 256
+
+
+@dataclass(frozen=True)
+class CtaTime:
+    count: int
+    cycles: float
+    by_resource: Mapping[str, float]  # cycles each resource was the binding one
+
+
+@dataclass(frozen=True)
+class KernelModel:
+    name: str
+    ctas: int
+    threads_per_cta: int
+    dynamic_smem_bytes: int
+    registers: int | None
+    occupancy: Occupancy
+    waves: int
+    tail_ctas: int
+    unique_bytes: int
+    l2_bytes: int
+    wavefronts_per_shared_instruction: float | None
+    bank_conflicts: int
+    slowest_cta_us: float
+    schedule_us: float
+    dram_us: float
+    l2_us: float
+    limiter: str
+
+    @property
+    def modeled_us(self) -> float:
+        return max(self.schedule_us, self.dram_us, self.l2_us)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "ctas": self.ctas,
+            "threads_per_cta": self.threads_per_cta,
+            "dynamic_smem_bytes": self.dynamic_smem_bytes,
+            "registers_per_thread": self.registers,
+            "occupancy": self.occupancy.to_json(),
+            "waves": self.waves,
+            "tail_ctas": self.tail_ctas,
+            "unique_dram_bytes": self.unique_bytes,
+            "l2_bytes": self.l2_bytes,
+            "wavefronts_per_shared_instruction": self.wavefronts_per_shared_instruction,
+            "bank_conflicts": self.bank_conflicts,
+            "modeled_slowest_cta_us": self.slowest_cta_us,
+            "modeled_schedule_us": self.schedule_us,
+            "modeled_dram_us": self.dram_us,
+            "modeled_l2_us": self.l2_us,
+            "modeled_us": self.modeled_us,
+            "limiter": self.limiter,
+        }
+
+
+@dataclass(frozen=True)
+class LaunchModel:
+    gpu: str
+    kernels: tuple[KernelModel, ...]
+    launch_mode: str
+    overhead_us: float
+    calibration: str
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def kernels_us(self) -> float:
+        return sum(k.modeled_us for k in self.kernels)
+
+    @property
+    def modeled_us(self) -> float:
+        return self.kernels_us + self.overhead_us
+
+    @property
+    def limiter(self) -> str:
+        if not self.kernels or self.overhead_us >= self.kernels_us:
+            return "launch"
+        return max(self.kernels, key=lambda k: k.modeled_us).limiter
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gpu": self.gpu,
+            "calibration": self.calibration,
+            "launch_mode": self.launch_mode,
+            "kernels": [k.to_json() for k in self.kernels],
+            "modeled_overhead_us": self.overhead_us,
+            "modeled_us": self.modeled_us,
+            "limiter": self.limiter,
+            "notes": list(self.notes),
+        }
+
+
+def _cta_time(
+    shape: CtaShape, gpu: GpuSpec, sharing: int, latency_cycles: float, in_flight: float, pipelined: bool
+) -> CtaTime:
+    """A pipelined CTA (cp.async waits that left bytes in flight) overlaps its memory round trips with its
+    compute and pays one round trip to fill the pipe; any other CTA waits for each phase's own loads."""
+    by_resource: dict[str, float] = {}
+    compute_total = latency_total = serial_total = 0.0
+    for phase in shape.phases:
+        costs = {
+            "tensor": phase.mma / gpu.mma_per_clk * sharing,
+            "smem": phase.shared_wavefronts / gpu.smem_wavefronts_per_clk * sharing,
+            "issue": phase.warp_instructions / gpu.issue_per_clk * sharing,
+        }
+        binding = max(costs, key=lambda k: costs[k])
+        latency = math.ceil(phase.global_bytes / in_flight) * latency_cycles if phase.global_bytes else 0.0
+        compute_total += costs[binding]
+        latency_total += latency
+        if not pipelined and latency > costs[binding]:
+            binding, costs[binding] = "latency", latency
+        serial_total += costs[binding]
+        by_resource[binding] = by_resource.get(binding, 0.0) + costs[binding]
+    if not pipelined:
+        return CtaTime(shape.count, serial_total, by_resource)
+    fill = latency_cycles if latency_total else 0.0
+    if latency_total > compute_total:
+        return CtaTime(shape.count, latency_total + fill, {"latency": latency_total + fill})
+    by_resource["latency"] = by_resource.get("latency", 0.0) + fill
+    return CtaTime(shape.count, compute_total + fill, by_resource)
+
+
+def schedule_cycles(ctas: list[CtaTime], slots: int) -> float:
+    """Makespan of dispatching the CTAs, in order, each onto the slot that frees first."""
+    free = [0.0] * min(slots, sum(c.count for c in ctas))
+    heapq.heapify(free)
+    end = 0.0
+    for cta in ctas:
+        for _ in range(cta.count):
+            finish = heapq.heappop(free) + cta.cycles
+            end = max(end, finish)
+            heapq.heappush(free, finish)
+    return end
+
+
+def model_kernel(kernel: KernelCounters, gpu: GpuSpec, registers: int | None) -> KernelModel:
+    occ = occupancy(gpu, kernel.threads_per_cta, kernel.dynamic_smem_bytes, registers)
+    n_waves = waves(kernel.ctas, gpu.sms, occ.ctas_per_sm)
+    sharing = max(1, min(occ.ctas_per_sm, math.ceil(kernel.ctas / gpu.sms)))
+    hit = 1.0 - kernel.unique_sectors / kernel.sectors if kernel.sectors else 0.0
+    latency_us = hit * gpu.l2_latency_us + (1.0 - hit) * gpu.dram_latency_us
+    flights = [b for b in kernel.bytes_in_flight_at_wait if b > 0]
+    pipelined = bool(flights)
+    in_flight = (
+        sum(flights) / len(flights) if flights else kernel.threads_per_cta * SYNC_BYTES_IN_FLIGHT_PER_THREAD
+    )
+    latency_cycles = gpu.us_to_cycles(latency_us)
+    ctas = [_cta_time(s, gpu, sharing, latency_cycles, in_flight, pipelined) for s in kernel.shapes]
+    slots = gpu.sms * occ.ctas_per_sm
+    makespan = schedule_cycles(ctas, slots)
+    schedule_us = gpu.cycles_to_us(makespan)
+    dram_us = kernel.unique_bytes / (gpu.dram_gbs * 1e3)
+    l2_us = kernel.l2_bytes / (gpu.l2_gbs * 1e3)
+    limiter = "dram" if dram_us >= l2_us else "l2"
+    if schedule_us >= max(dram_us, l2_us):
+        work = sum(c.count * c.cycles for c in ctas)
+        balanced = work / min(slots, max(kernel.ctas, 1))
+        if n_waves >= 2 and makespan > WAVES_SLACK * balanced:
+            limiter = "waves"
+        else:
+            weight: dict[str, float] = {}
+            for c in ctas:
+                for name, cycles in c.by_resource.items():
+                    weight[name] = weight.get(name, 0.0) + c.count * cycles
+            limiter = max(weight, key=lambda k: weight[k]) if weight else "latency"
+    return KernelModel(
+        name=kernel.name,
+        ctas=kernel.ctas,
+        threads_per_cta=kernel.threads_per_cta,
+        dynamic_smem_bytes=kernel.dynamic_smem_bytes,
+        registers=registers,
+        occupancy=occ,
+        waves=n_waves,
+        tail_ctas=tail_ctas(kernel.ctas, gpu.sms, occ.ctas_per_sm),
+        unique_bytes=kernel.unique_bytes,
+        l2_bytes=kernel.l2_bytes,
+        wavefronts_per_shared_instruction=kernel.wavefronts_per_shared_instruction,
+        bank_conflicts=kernel.bank_conflicts,
+        slowest_cta_us=gpu.cycles_to_us(max((c.cycles for c in ctas), default=0.0)),
+        schedule_us=schedule_us,
+        dram_us=dram_us,
+        l2_us=l2_us,
+        limiter=limiter,
+    )
+
+
+def model_launch(
+    counters: Mapping[str, Any],
+    gpu: GpuSpec,
+    registers: Mapping[str, int] | None,
+    *,
+    calibration: Calibration = UNCALIBRATED,
+    launch_mode: str = "stream",
+    source: str = "counters",
+) -> LaunchModel:
+    """The modeled time of one launch (every kernel of it) from the emulation's counters document.
+
+    `registers` maps a kernel name to its registers per thread (ptxas, for `gpu.arch`); a kernel missing from
+    it is modeled without a register limit, and the model's notes say so.
+    """
+    if launch_mode not in LAUNCH_MODES:
+        raise ValueError(f"launch_mode must be one of {LAUNCH_MODES}, not {launch_mode!r}")
+    gpu = calibration.apply(gpu)
+    kernels = parse_counters(counters, source)
+    notes = []
+    models = []
+    for kernel in kernels:
+        regs = (registers or {}).get(kernel.name)
+        if regs is None:
+            notes.append(f"{kernel.name}: registers per thread unknown, occupancy ignores them")
+        models.append(model_kernel(kernel, gpu, regs))
+    per_kernel = gpu.launch_overhead_us if launch_mode == "stream" else gpu.graph_node_us
+    return LaunchModel(
+        gpu=gpu.key,
+        kernels=tuple(models),
+        launch_mode=launch_mode,
+        overhead_us=per_kernel * len(models),
+        calibration=calibration.label,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,142 @@
+"""One case's profile: its launch model, floor and Triton model side by side, as JSON and markdown (pure).
+
+Every time here is modeled; the document says so at the top (`"kind": "model"`) and in every key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ddbench.model.calibration import Calibration
+from ddbench.model.floor import CaseShape, Floor, floor
+from ddbench.model.gpus import GpuSpec
+from ddbench.model.kernel_time import KernelModel, LaunchModel, model_launch
+from ddbench.model.triton_model import model_triton
+
+MODELED_NOTE = "modeled, not measured"
+
+
+@dataclass(frozen=True)
+class CaseProfile:
+    case_id: str
+    shape: CaseShape
+    launch: LaunchModel
+    floor: Floor
+    triton: KernelModel
+    triton_overhead_us: float
+    modeling_seconds: float | None = None  # host time the counters and the model took (not a GPU time)
+
+    @property
+    def triton_us(self) -> float:
+        return self.triton.modeled_us + self.triton_overhead_us
+
+    @property
+    def cuda_over_triton(self) -> float:
+        return self.launch.modeled_us / self.triton_us
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "case": self.case_id,
+            "prefix_lens": list(self.shape.prefix_lens),
+            "q_len": self.shape.q_len,
+            "heads_per_rank": self.shape.heads,
+            "cuda": self.launch.to_json(),
+            "floor": {
+                "compulsory_bytes": self.shape.compulsory_bytes,
+                "flops": self.shape.flops,
+                "floor_us": self.floor.us,
+                "bound": self.floor.bound,
+            },
+            "modeled_percent_of_floor": self.floor.percent_of(self.launch.modeled_us),
+            "triton": {
+                **self.triton.to_json(),
+                "modeled_us": self.triton_us,
+                "modeled_overhead_us": self.triton_overhead_us,
+            },
+            "modeled_cuda_over_triton": self.cuda_over_triton,
+            "modeling_seconds": self.modeling_seconds,
+        }
+
+
+def profile_case(
+    case_id: str,
+    shape: CaseShape,
+    counters: Mapping[str, Any],
+    gpu: GpuSpec,
+    registers: Mapping[str, int] | None,
+    calibration: Calibration,
+    launch_mode: str = "stream",
+) -> CaseProfile:
+    launch = model_launch(
+        counters,
+        gpu,
+        registers,
+        calibration=calibration,
+        launch_mode=launch_mode,
+        source=f"counters of {case_id}",
+    )
+    spec = calibration.apply(gpu)
+    overhead = spec.launch_overhead_us if launch_mode == "stream" else spec.graph_node_us
+    return CaseProfile(case_id, shape, launch, floor(shape, spec), model_triton(shape, spec), overhead)
+
+
+def profile_document(
+    profiles: Sequence[CaseProfile], gpu: GpuSpec, calibration: Calibration
+) -> dict[str, Any]:
+    return {
+        "kind": "model",
+        "note": f"every time in this file is {MODELED_NOTE}",
+        "gpu": {"key": gpu.key, "name": gpu.name, "arch": gpu.arch},
+        "calibration": calibration.label,
+        "model_error": calibration.error_band,
+        "cases": [p.to_json() for p in profiles],
+    }
+
+
+def _fmt_us(us: float) -> str:
+    return f"{us:.1f}" if us >= 10 else f"{us:.2f}"
+
+
+def table_rows(profiles: Sequence[CaseProfile]) -> list[dict[str, str]]:
+    """One row per case: the counters' summary, then the modeled figures (headers say modeled)."""
+    rows = []
+    for p in profiles:
+        ks = p.launch.kernels
+        wpi = [k.wavefronts_per_shared_instruction for k in ks if k.wavefronts_per_shared_instruction]
+        rows.append(
+            {
+                "case": p.case_id,
+                "unique DRAM MB": f"{sum(k.unique_bytes for k in ks) / 1e6:.2f}",
+                "L2 MB": f"{sum(k.l2_bytes for k in ks) / 1e6:.2f}",
+                "wavefronts/smem instr": f"{wpi[0]:.2f}" if wpi else "-",
+                "CTAs (waves)": ", ".join(f"{k.ctas} ({k.waves})" for k in ks),
+                "modeled µs per kernel": ", ".join(_fmt_us(k.modeled_us) for k in ks),
+                "modeled µs": _fmt_us(p.launch.modeled_us),
+                "floor µs": _fmt_us(p.floor.us),
+                "modeled % of floor": f"{p.floor.percent_of(p.launch.modeled_us):.0f}",
+                "limiter": p.launch.limiter,
+                "modeled Triton µs": _fmt_us(p.triton_us),
+                "modeled cuda/triton": f"{p.cuda_over_triton:.2f}",
+            }
+        )
+    return rows
+
+
+def profile_markdown(profiles: Sequence[CaseProfile], gpu: GpuSpec, calibration: Calibration) -> str:
+    rows = table_rows(profiles)
+    head = [
+        f"# Modeled profile on {gpu.name}",
+        "",
+        f"Every time below is {MODELED_NOTE}. Calibration: {calibration.label}; "
+        f"model error: {calibration.error_band}. The Triton figures model SGLang's kernel from its grid "
+        "and traffic (not emulated).",
+        "",
+    ]
+    if not rows:
+        return "\n".join([*head, "No case."]) + "\n"
+    cols = list(rows[0])
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(r[c].replace("|", "\\|") for c in cols) + " |" for r in rows]
+    return "\n".join(head + lines) + "\n"

@@ -1,0 +1,122 @@
+"""A model of SGLang's Triton extend-attention kernel, a kernel the project does not emulate (pure).
+
+Its counters are *derived* from its grid and traffic, not counted: `extend_attention_fwd` launches
+(bs, heads, ceil(max q_len / BLOCK_M)) programs with no split-KV, and every program streams its request's
+whole prefix and then the draft keys, BLOCK_N keys at a time: the K tile (576 dims, 1152 B per key), then the
+V tile (512 dims, 1024 B per key). With num_stages = 1 nothing is prefetched, so each tile is four phases in
+a row: load K (a memory round trip), S = QK^T, load V, O += PV. BLOCK_M rows are padded: a q_len of 9 fills 9
+of 32. The derived document goes through the same `model_kernel` as the emulated counters.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from ddbench.mla import HEAD_DIM_QK, HEAD_DIM_V
+from ddbench.model.counters_input import SECTOR_BYTES, parse_kernel
+from ddbench.model.floor import OUT_ROW_BYTES, Q_ROW_BYTES, CaseShape
+from ddbench.model.gpus import FLOP_PER_MMA_M16N8K16, GpuSpec
+from ddbench.model.kernel_time import KernelModel, model_kernel
+
+TRITON_KERNEL = "sglang_extend_attention_fwd"
+NUM_WARPS = 8  # SGLang: 8 warps when the head dimension exceeds 64
+K_TILE_BYTES_PER_KEY = HEAD_DIM_QK * 2
+V_TILE_BYTES_PER_KEY = HEAD_DIM_V * 2
+SMEM_READS_PER_TILE_BYTE = 2  # each operand byte is read by two warps of the 2 x 4 warp grid (estimate)
+WAVEFRONT_BYTES = 128
+INSTRUCTIONS_PER_MMA = 3  # an mma, its operand moves and the softmax around it (estimate)
+
+
+@dataclass(frozen=True)
+class TritonBlocks:
+    block_m: int
+    block_n: int
+
+    @property
+    def smem_bytes(self) -> int:
+        """One K and one V tile live at once (num_stages = 1); Q stays in registers (estimate)."""
+        return self.block_n * (K_TILE_BYTES_PER_KEY + V_TILE_BYTES_PER_KEY)
+
+
+def triton_blocks(arch: str) -> TritonBlocks:
+    """SGLang's BLOCK_M x BLOCK_N for a 576-wide head: sm_120 (99 KB of smem) 32 x 32, sm_90 32 x 64."""
+    return TritonBlocks(32, 32) if arch == "sm_120" else TritonBlocks(32, 64)
+
+
+def triton_grid(shape: CaseShape, blocks: TritonBlocks) -> tuple[int, int, int]:
+    return (shape.batch_size, shape.heads, -(-shape.q_len // blocks.block_m))
+
+
+def _tile_phases(blocks: TritonBlocks) -> list[dict[str, int]]:
+    def compute(width: int) -> dict[str, int]:
+        mma = 2 * blocks.block_m * blocks.block_n * width // FLOP_PER_MMA_M16N8K16
+        tile = blocks.block_n * width * 2
+        wavefronts = tile * (1 + SMEM_READS_PER_TILE_BYTE) // WAVEFRONT_BYTES
+        return {
+            "mma": mma,
+            "shared_wavefronts": wavefronts,
+            "global_bytes": 0,
+            "shuffles": 0,
+            "warp_instructions": INSTRUCTIONS_PER_MMA * mma,
+        }
+
+    def load(nbytes: int) -> dict[str, int]:
+        return {
+            "mma": 0,
+            "shared_wavefronts": 0,
+            "global_bytes": nbytes,
+            "shuffles": 0,
+            "warp_instructions": nbytes // (16 * 32),
+        }
+
+    return [
+        load(blocks.block_n * K_TILE_BYTES_PER_KEY),
+        compute(HEAD_DIM_QK),
+        load(blocks.block_n * V_TILE_BYTES_PER_KEY),
+        compute(HEAD_DIM_V),
+    ]
+
+
+def triton_counters(shape: CaseShape, blocks: TritonBlocks) -> dict[str, Any]:
+    """A counters document (the emulation's contract) derived for the Triton kernel: modeled, not counted."""
+    grid = triton_grid(shape, blocks)
+    programs_per_request = grid[1] * grid[2]
+    tiles_per_request = Counter(-(-(p + shape.q_len) // blocks.block_n) for p in shape.prefix_lens)
+    tile = _tile_phases(blocks)
+    per_key = K_TILE_BYTES_PER_KEY + V_TILE_BYTES_PER_KEY
+    shapes, sectors = [], 0
+    rows_bytes = shape.q_len * (Q_ROW_BYTES + OUT_ROW_BYTES)  # per program: its head's rows, in and out
+    for tiles, requests in sorted(tiles_per_request.items()):
+        streamed = tiles * blocks.block_n * per_key
+        shapes.append(
+            {
+                "count": requests * programs_per_request,
+                "example_cta": [0, 0, 0],
+                "phases": tile * tiles,
+                "global_bytes": streamed + rows_bytes,
+            }
+        )
+        sectors += requests * programs_per_request * (streamed + rows_bytes) // SECTOR_BYTES
+    unique = (shape.kv_bytes + shape.q_and_out_bytes) // SECTOR_BYTES
+    ctas = grid[0] * grid[1] * grid[2]
+    return {
+        "name": TRITON_KERNEL,
+        "grid": list(grid),
+        "threads_per_cta": NUM_WARPS * 32,
+        "ctas": ctas,
+        "dynamic_smem_bytes": blocks.smem_bytes,
+        "derived": "from the grid and traffic of SGLang's kernel (not emulated)",
+        "totals": {
+            "global": {"sectors": max(sectors, unique), "unique_sectors": unique},
+            "shared": {"instructions": {}, "wavefronts": {}, "bank_conflicts": 0},
+        },
+        "cta_shapes": shapes,
+    }
+
+
+def model_triton(shape: CaseShape, gpu: GpuSpec) -> KernelModel:
+    """The modeled Triton kernel body on `gpu` (registers unknown: Triton's are not in a ptxas report)."""
+    doc = triton_counters(shape, triton_blocks(gpu.arch))
+    return model_kernel(parse_kernel(doc, TRITON_KERNEL), gpu, None)

@@ -1,0 +1,62 @@
+"""The calibration document: the committed one is uncalibrated, a fitted one changes the constants."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ddbench.errors import InputError
+from ddbench.model.calibration import UNCALIBRATED, UNCALIBRATED_LABEL, calibration_for
+from ddbench.model.gpus import GPUS, RTX_PRO_6000
+
+COMMITTED = Path(__file__).resolve().parents[1] / "ddbench" / "model" / "calibration.json"
+
+
+def test_the_committed_calibration_says_uncalibrated_for_every_gpu():
+    doc = json.loads(COMMITTED.read_text())
+    for key in GPUS:
+        cal = calibration_for(doc, key, str(COMMITTED))
+        assert cal is UNCALIBRATED and cal.label == UNCALIBRATED_LABEL
+        assert "uncalibrated" in cal.error_band
+
+
+def _doc(entry):
+    return {"format_version": 1, "gpus": {"rtx-pro-6000": entry}}
+
+
+def test_fitted_constants_and_measured_errors():
+    cal = calibration_for(
+        _doc(
+            {
+                "label": "fitted 2026-12-01 on an RTX PRO 6000",
+                "constants": {"dram_gbs": 1650.0, "sms": 188.0},
+                "errors": [
+                    {"case": "a", "measured_us": 10.0, "modeled_us": 12.0},
+                    {"case": "b", "measured_us": 20.0, "modeled_us": 18.0},
+                ],
+            }
+        ),
+        "rtx-pro-6000",
+        "cal.json",
+    )
+    gpu = cal.apply(RTX_PRO_6000)
+    assert gpu.dram_gbs == 1650.0 and gpu.sms == 188 and isinstance(gpu.sms, int)
+    assert cal.error_band == "-10% .. +20% over 2 measured cases"
+
+
+@pytest.mark.parametrize(
+    ("doc", "where"),
+    [
+        ({"gpus": {}}, "format_version"),
+        (_doc({"constants": {}}), "gpus.rtx-pro-6000"),
+        (_doc({"label": "x", "constants": {"warp_speed": 9}}), "unknown constants"),
+        (_doc({"label": "x", "constants": {"dram_gbs": -1}}), "gpus.rtx-pro-6000.constants.dram_gbs"),
+        (_doc({"label": "x", "errors": [{"case": "a", "measured_us": 0, "modeled_us": 1}]}), "measured_us"),
+    ],
+)
+def test_a_bad_calibration_names_the_file_and_field(doc, where):
+    with pytest.raises(InputError) as err:
+        calibration_for(doc, "rtx-pro-6000", "cal.json")
+    assert err.value.message.startswith("cal.json") and where in err.value.message

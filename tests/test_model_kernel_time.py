@@ -1,0 +1,184 @@
+"""Counters -> modeled time: each limiter picked on hand-written counters whose answer is arithmetic."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ddbench.errors import InputError
+from ddbench.model.calibration import Calibration
+from ddbench.model.gpus import RTX_PRO_6000
+from ddbench.model.kernel_time import model_launch
+
+GPU = RTX_PRO_6000
+CLOCK_KHZ = GPU.clock_ghz * 1e3  # cycles per microsecond
+
+
+def phase(mma=0, wavefronts=0, global_bytes=0, instructions=0):
+    return {
+        "mma": mma,
+        "shared_wavefronts": wavefronts,
+        "global_bytes": global_bytes,
+        "shuffles": 0,
+        "warp_instructions": instructions,
+    }
+
+
+def kernel(ctas, phases, *, sectors=0, unique=None, in_flight=(), smem=90_112, threads=256, name="verify"):
+    return {
+        "name": name,
+        "grid": [ctas, 1, 1],
+        "threads_per_cta": threads,
+        "ctas": ctas,
+        "dynamic_smem_bytes": smem,
+        "totals": {
+            "global": {
+                "load_bytes": 0,
+                "store_bytes": 0,
+                "cp_async_bytes": 0,
+                "sectors": sectors,
+                "unique_sectors": sectors if unique is None else unique,
+            },
+            "shared": {"instructions": {"ld32": 10}, "wavefronts": {"ld32": 40}, "bank_conflicts": 30},
+            "cp_async": {
+                "waits": len(in_flight),
+                "bytes_in_flight_at_wait": list(in_flight),
+                "late_waits": 0,
+            },
+        },
+        "cta_shapes": [{"count": ctas, "example_cta": [0, 0, 0], "phases": phases, "global_bytes": 0}],
+    }
+
+
+def launch(*kernels, registers=None, **kw):
+    regs = {"verify": 167} if registers is None else registers
+    return model_launch({"kernels": list(kernels)}, GPU, regs, **kw)
+
+
+def test_a_tensor_bound_wave_takes_mma_count_over_the_rate():
+    m = launch(kernel(188, [phase(mma=100_000)]))
+    k = m.kernels[0]
+    assert k.schedule_us == pytest.approx(100_000 / 0.25 / CLOCK_KHZ)
+    assert (k.limiter, k.waves, m.limiter) == ("tensor", 1, "tensor")
+    assert m.modeled_us == pytest.approx(k.modeled_us + GPU.launch_overhead_us)
+
+
+def test_shared_wavefronts_and_issue_bind_by_their_own_rates():
+    assert launch(kernel(188, [phase(mma=1_000, wavefronts=50_000)])).kernels[0].limiter == "smem"
+    k = launch(kernel(188, [phase(mma=1_000, instructions=400_000)])).kernels[0]
+    assert k.limiter == "issue" and k.schedule_us == pytest.approx(100_000 / CLOCK_KHZ)
+
+
+def test_189_ctas_on_188_sms_run_two_waves_and_are_limited_by_them():
+    one = launch(kernel(188, [phase(mma=100_000)])).kernels[0]
+    two = launch(kernel(189, [phase(mma=100_000)])).kernels[0]
+    assert two.waves == 2 and two.tail_ctas == 1
+    assert two.schedule_us == pytest.approx(2 * one.schedule_us)
+    assert two.limiter == "waves"
+
+
+def test_unique_bytes_bound_the_kernel_by_dram_bandwidth():
+    sectors = 10_000_000  # 320 MB
+    k = launch(kernel(188, [phase(mma=10)], sectors=sectors)).kernels[0]
+    assert k.dram_us == pytest.approx(sectors * 32 / 1.792e6)
+    assert (k.limiter, k.modeled_us) == ("dram", k.dram_us)
+
+
+def test_repeated_traffic_binds_l2_when_the_unique_bytes_are_few():
+    k = launch(kernel(188, [phase(mma=10)], sectors=10_000_000, unique=1000)).kernels[0]
+    assert k.limiter == "l2" and k.modeled_us == pytest.approx(320e6 / (GPU.l2_gbs * 1e3))
+
+
+def test_plain_loads_wait_a_round_trip_per_in_flight_window():
+    threads = 256
+    window = threads * 256  # bytes of plain loads in flight per CTA
+    k = launch(kernel(188, [phase(global_bytes=3 * window)], threads=threads)).kernels[0]
+    assert k.limiter == "latency"
+    assert k.schedule_us == pytest.approx(3 * GPU.dram_latency_us)
+
+
+def test_a_cp_async_pipeline_hides_its_round_trips_behind_compute():
+    compute = phase(mma=2_000)  # 8,000 cycles, about 3 us: longer than a round trip
+    phases = [phase(global_bytes=4096), compute] * 4
+    piped = launch(kernel(188, phases, in_flight=[4096])).kernels[0]
+    assert piped.limiter == "tensor"
+    fill = GPU.us_to_cycles(GPU.dram_latency_us)
+    assert piped.schedule_us == pytest.approx((4 * 8_000 + fill) / CLOCK_KHZ)
+    serial = launch(kernel(188, phases)).kernels[0]
+    assert serial.schedule_us == pytest.approx(piped.schedule_us + 3 * GPU.dram_latency_us)
+
+
+def test_co_resident_ctas_share_the_sm():
+    small = kernel(376, [phase(mma=1_000)], smem=1024, threads=128)
+    k = launch(small, registers={"verify": 32}).kernels[0]
+    assert k.occupancy.ctas_per_sm > 2 and k.waves == 1
+    alone = launch(kernel(188, [phase(mma=1_000)], smem=1024, threads=128), registers={"verify": 32}).kernels[
+        0
+    ]
+    assert k.schedule_us == pytest.approx(2 * alone.schedule_us)
+
+
+def test_a_tiny_launch_is_limited_by_its_overhead_and_graph_nodes_cost_less():
+    stream = launch(kernel(1, [phase(mma=10)]))
+    graph = launch(kernel(1, [phase(mma=10)]), launch_mode="graph")
+    assert stream.limiter == graph.limiter == "launch"
+    assert stream.overhead_us == GPU.launch_overhead_us and graph.overhead_us == GPU.graph_node_us
+
+
+def test_two_kernels_add_up():
+    a, b = kernel(188, [phase(mma=100_000)]), kernel(188, [phase(mma=50_000)], name="combine")
+    m = launch(a, b, registers={"verify": 167, "combine": 40})
+    assert m.kernels_us == pytest.approx(1.5 * m.kernels[0].modeled_us)
+    assert m.overhead_us == 2 * GPU.launch_overhead_us
+
+
+def test_unknown_registers_are_noted_and_the_calibration_is_named():
+    m = launch(kernel(188, [phase(mma=10)]), registers={})
+    assert any("registers per thread unknown" in n for n in m.notes)
+    assert m.calibration == "uncalibrated: datasheet values"
+    doubled = Calibration("fitted on a test", {"dram_gbs": 2 * GPU.dram_gbs})
+    fast = launch(kernel(188, [phase(mma=10)], sectors=10_000_000), calibration=doubled)
+    slow = launch(kernel(188, [phase(mma=10)], sectors=10_000_000))
+    assert fast.calibration == "fitted on a test"
+    assert fast.kernels[0].dram_us == pytest.approx(slow.kernels[0].dram_us / 2)
+
+
+def test_wavefronts_per_instruction_and_conflicts_come_through():
+    k = launch(kernel(188, [phase(mma=10)])).kernels[0]
+    assert k.wavefronts_per_shared_instruction == 4.0 and k.bank_conflicts == 30
+
+
+@pytest.mark.parametrize(
+    ("edit", "where"),
+    [
+        (lambda k: k.pop("ctas"), "kernels[0]: missing field 'ctas'"),
+        (lambda k: k.update(ctas=-1), "kernels[0].ctas"),
+        (lambda k: k.update(ctas=3), "kernels[0].cta_shapes"),
+        (
+            lambda k: k["cta_shapes"][0]["phases"][0].update(mma="many"),
+            "kernels[0].cta_shapes[0].phases[0].mma",
+        ),
+        (lambda k: k["totals"]["global"].update(unique_sectors=10**9), "unique_sectors"),
+        (lambda k: k["totals"]["cp_async"].update(bytes_in_flight_at_wait=[-4]), "bytes_in_flight_at_wait"),
+    ],
+)
+def test_bad_counters_name_the_source_and_the_field(edit, where):
+    doc = kernel(188, [phase(mma=10)])
+    edit(doc)
+    with pytest.raises(InputError) as err:
+        model_launch({"kernels": [doc]}, GPU, None, source="c.json")
+    assert err.value.message.startswith("c.json: ") and where in err.value.message
+
+
+def test_a_document_without_kernels_is_refused():
+    with pytest.raises(InputError, match="'kernels' list"):
+        model_launch({"kernel": []}, GPU, None)
+    with pytest.raises(InputError):
+        model_launch([], GPU, None)
+
+
+def test_many_ctas_schedule_quickly_and_exactly():
+    k = launch(kernel(188 * 50 + 7, [phase(mma=1_000)])).kernels[0]
+    assert k.waves == 51 and k.schedule_us == pytest.approx(51 * 4_000 / CLOCK_KHZ)
+    assert math.isclose(k.slowest_cta_us, 4_000 / CLOCK_KHZ)

@@ -1,0 +1,128 @@
+"""`ddbench profile`: refuses without emulated counters (exit 3); with counters given, a modeled table,
+JSON, markdown and PNG, every time labelled modeled."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ddbench.cli.main import cli
+from ddbench.inputs.suite_file import load_suite_file
+from ddbench.model.floor import CaseShape
+from ddbench.model.tiling_counters import tiling_counters
+from ddbench.runner.selection import select_cases
+
+SMOKE = str(Path(__file__).resolve().parents[1] / "suites" / "smoke.json")
+PICK = "ddtree and p21"
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    cases = select_cases([load_suite_file(SMOKE)], PICK)
+    assert len(cases) >= 2
+    counters = {c.id: tiling_counters(CaseShape.of(c)) for c in cases}
+    (tmp_path / "counters.json").write_text(json.dumps(counters))
+    report = [
+        {
+            "arch": a,
+            "kernels": [
+                {"name": "_ZN10ddk_verify23verify_attention_kernelENS_12VerifyParamsE", "registers": 167},
+                {"name": "_ZN10ddk_verify21combine_splits_kernelENS_12VerifyParamsE", "registers": 40},
+            ],
+        }
+        for a in ("sm_120", "sm_90")
+    ]
+    (tmp_path / "regs.json").write_text(json.dumps(report))
+    return tmp_path, cases
+
+
+def _run(*args):
+    return CliRunner().invoke(cli, ["profile", SMOKE, "-k", PICK, *args])
+
+
+def test_without_the_emulation_counters_profile_says_it_cannot_run():
+    result = _run()
+    assert result.exit_code == 3
+    assert "unavailable: the emulation's counters are not built yet" in result.output
+    assert "Traceback" not in result.output
+
+
+def _keys(value, out):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out.add(k)
+            _keys(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _keys(v, out)
+    return out
+
+
+def test_a_profile_from_given_counters_is_labelled_modeled_everywhere(inputs):
+    tmp, cases = inputs
+    out = tmp / "out"
+    result = _run(
+        "--gpu",
+        "h200",
+        "--counters",
+        str(tmp / "counters.json"),
+        "--registers",
+        str(tmp / "regs.json"),
+        "--json",
+        str(out / "p.json"),
+        "--markdown",
+        str(out / "p.md"),
+        "--plot",
+        str(out / "p.png"),
+    )
+    assert result.exit_code == 0, result.output
+    assert "modeled" in result.output and "uncalibrated: datasheet values" in result.output
+    doc = json.loads((out / "p.json").read_text())
+    assert doc["kind"] == "model" and doc["calibration"] == "uncalibrated: datasheet values"
+    assert doc["gpu"]["key"] == "h200"
+    assert [c["case"] for c in doc["cases"]] == [c.id for c in cases]
+    time_keys = {k for k in _keys(doc, set()) if k.endswith("_us")}
+    assert time_keys and all(k.startswith("modeled") or k == "floor_us" for k in time_keys), time_keys
+    assert all(c["modeling_seconds"] >= 0 for c in doc["cases"])  # host time, recorded not judged
+    case = doc["cases"][0]
+    assert case["cuda"]["kernels"][0]["registers_per_thread"] == 167  # from the report, not ptxas
+    assert case["modeled_cuda_over_triton"] == pytest.approx(
+        case["cuda"]["modeled_us"] / case["triton"]["modeled_us"]
+    )
+    md = (out / "p.md").read_text()
+    assert "modeled, not measured" in md and md.count("\n| ") == 1 + len(cases)
+    assert (out / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_counters_missing_a_case_name_the_file(inputs):
+    tmp, cases = inputs
+    doc = json.loads((tmp / "counters.json").read_text())
+    doc.pop(cases[1].id)
+    (tmp / "counters.json").write_text(json.dumps(doc))
+    result = _run("--counters", str(tmp / "counters.json"), "--registers", str(tmp / "regs.json"))
+    assert result.exit_code == 2
+    assert "counters.json" in result.output and cases[1].id in result.output
+
+
+def test_bad_counters_name_the_field(inputs):
+    tmp, cases = inputs
+    doc = json.loads((tmp / "counters.json").read_text())
+    del doc[cases[0].id]["kernels"][0]["ctas"]
+    (tmp / "counters.json").write_text(json.dumps(doc))
+    result = _run("--counters", str(tmp / "counters.json"), "--registers", str(tmp / "regs.json"))
+    assert result.exit_code == 2
+    assert f"counters of {cases[0].id}: kernels[0]: missing field 'ctas'" in result.output
+
+
+def test_an_unwritable_output_is_refused_before_any_work(inputs, tmp_path):
+    tmp, _ = inputs
+    result = _run("--counters", str(tmp / "counters.json"), "--json", str(tmp_path))
+    assert result.exit_code == 2 and "--json" in result.output
+
+
+def test_an_unknown_gpu_is_a_usage_error():
+    result = _run("--gpu", "a100")
+    assert result.exit_code == 2
