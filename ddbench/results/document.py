@@ -34,7 +34,12 @@ def run_verdict(summary: Mapping[str, int], complete: bool) -> str:
     return "passed"
 
 
-_COUNTED = ((Status.PASS, "passed"), (Status.FAIL, "failed"), (Status.ERROR, "errors"), (Status.SKIPPED, "skipped"))
+_COUNTED = (
+    (Status.PASS, "passed"),
+    (Status.FAIL, "failed"),
+    (Status.ERROR, "errors"),
+    (Status.SKIPPED, "skipped"),
+)
 
 
 def counts_text(summary: Mapping[str, int]) -> str:

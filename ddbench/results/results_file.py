@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ddbench.atomic import write_json_atomic
-from ddbench.results.document import results_document, summary_of
 from ddbench.results.case_result import CaseResult
+from ddbench.results.document import results_document, summary_of
 
 
 class ResultsFile:
