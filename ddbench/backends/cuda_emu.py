@@ -6,7 +6,9 @@ Same marshaling and launch geometry as the hardware backend; g++ builds the emul
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -14,7 +16,9 @@ import torch
 from ddbench.backends.protocol import Availability
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.build import KernelBuildError, build_emulation_library, find_kernels_dir
+from ddbench.kernel.counters import LaunchCounters, parse_counters
 from ddbench.kernel.launch import PreparedLaunch, prepare_launch
+from ddbench.kernel.sanitizer import SanitizerReport, parse_sanitizer_report
 
 _ERROR_BYTES = 4096
 _EMU_SOURCE = Path("verify") / "verify_emu.cpp"
@@ -26,6 +30,23 @@ class KernelEmulationError(RuntimeError):
 
 def _pointer(t: torch.Tensor | None) -> ctypes.c_void_p:
     return ctypes.c_void_p(t.data_ptr() if t is not None else None)
+
+
+def _extent(t: torch.Tensor | None) -> int:
+    """The bytes a contiguous tensor spans from its data pointer: memcheck's extent for it."""
+    return 0 if t is None else t.numel() * t.element_size()
+
+
+_FLAG_COUNT, _FLAG_SANITIZE, _FLAG_GROUP = 1, 2, 4
+
+
+@dataclass(frozen=True)
+class TracedRun:
+    """One traced launch: the output (bit-identical to `run`'s) and what was asked for."""
+
+    out: torch.Tensor
+    counters: LaunchCounters | None
+    sanitizer: SanitizerReport | None
 
 
 class CudaEmuBackend:
@@ -59,6 +80,17 @@ class CudaEmuBackend:
                 ctypes.c_int,
             ]
         )
+        library.ddk_verify_emu_traced.restype = ctypes.c_int
+        library.ddk_verify_emu_traced.argtypes = (
+            [ctypes.c_void_p] * 10
+            + [ctypes.c_int] * 6
+            + [ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+            + [ctypes.POINTER(ctypes.c_int64)]
+            + [ctypes.POINTER(ctypes.c_void_p)] * 2
+            + [ctypes.c_char_p, ctypes.c_int]
+        )
+        library.ddk_emu_free.restype = None
+        library.ddk_emu_free.argtypes = [ctypes.c_void_p]
         self._library = library
         return library
 
@@ -75,6 +107,78 @@ class CudaEmuBackend:
 
     def run(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> torch.Tensor:
         library = self._load()
+        launch, tensors, scalars = self._arguments(inputs, lse)
+        error = ctypes.create_string_buffer(_ERROR_BYTES)
+        code = library.ddk_verify_emu(*tensors, *scalars, self.workers, error, _ERROR_BYTES)
+        if code != 0:
+            raise KernelEmulationError(error.value.decode(errors="replace"))
+        return launch.out
+
+    def run_traced(
+        self,
+        inputs: VerifyInputs,
+        lse: torch.Tensor | None = None,
+        *,
+        counters: bool = True,
+        sanitize: bool = False,
+        group_shapes: bool = False,
+        late_wait_phases: int = 1,
+    ) -> TracedRun:
+        """One launch with exact counters and/or the sanitizer (see docs/emulation.md); `run` is untouched.
+
+        Every buffer the kernel is given is registered with its extent, so memcheck can name it. A launch
+        the emulation stops (divergence, a bad shared-memory address) raises KernelEmulationError as `run`.
+        """
+        if not (counters or sanitize):
+            raise ValueError("run_traced: ask for counters, the sanitizer, or both")
+        if late_wait_phases < 0:
+            raise ValueError("late_wait_phases must be >= 0")
+        library = self._load()
+        launch, tensors, scalars = self._arguments(inputs, lse)
+        extents = (ctypes.c_int64 * 10)(*(_extent(t) for t in self._buffers(launch, lse)))
+        flags = (_FLAG_COUNT if counters else 0) | (_FLAG_SANITIZE if sanitize else 0)
+        flags |= _FLAG_GROUP if group_shapes else 0
+        counters_text, sanitizer_text = ctypes.c_void_p(), ctypes.c_void_p()
+        error = ctypes.create_string_buffer(_ERROR_BYTES)
+        code = library.ddk_verify_emu_traced(
+            *tensors,
+            *scalars,
+            self.workers,
+            flags,
+            late_wait_phases,
+            extents,
+            ctypes.byref(counters_text),
+            ctypes.byref(sanitizer_text),
+            error,
+            _ERROR_BYTES,
+        )
+        texts = []
+        for handle in (counters_text, sanitizer_text):
+            texts.append(ctypes.string_at(handle.value).decode() if handle.value else None)
+            if handle.value:
+                library.ddk_emu_free(handle)
+        if code != 0:
+            raise KernelEmulationError(error.value.decode(errors="replace"))
+        if counters and texts[0] is None or sanitize and texts[1] is None:
+            raise KernelEmulationError("the emulation returned no report (out of memory?)")
+        return TracedRun(
+            out=launch.out,
+            counters=parse_counters(json.loads(texts[0])) if texts[0] is not None else None,
+            sanitizer=parse_sanitizer_report(json.loads(texts[1])) if texts[1] is not None else None,
+        )
+
+    @staticmethod
+    def _buffers(launch: PreparedLaunch, lse: torch.Tensor | None) -> list[torch.Tensor | None]:
+        k = launch.kernel
+        return [
+            k.q, k.kv, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out, lse, launch.ws_o,
+            launch.ws_lse,
+        ]  # fmt: skip
+
+    def _arguments(
+        self, inputs: VerifyInputs, lse: torch.Tensor | None
+    ) -> tuple[PreparedLaunch, list[ctypes.c_void_p], list[int | float]]:
+        """The launch and the ABI's leading arguments: ten buffers, then the shape scalars and the scale."""
         if lse is not None:
             expected = (inputs.q_extend.shape[0], inputs.q_extend.shape[1])
             shaped = lse.dtype == torch.float32 and tuple(lse.shape) == expected and lse.is_contiguous()
@@ -87,12 +191,8 @@ class CudaEmuBackend:
         tensors = [k.q, k.kv, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out]
         if not all(t.is_contiguous() for t in tensors):
             raise ValueError("the emulated kernel needs contiguous tensors")
-        error = ctypes.create_string_buffer(_ERROR_BYTES)
-        code = library.ddk_verify_emu(
-            *(_pointer(t) for t in tensors),
-            _pointer(lse),
-            _pointer(launch.ws_o),
-            _pointer(launch.ws_lse),
+        pointers = [_pointer(t) for t in (*tensors, lse, launch.ws_o, launch.ws_lse)]
+        scalars: list[int | float] = [
             launch.total_rows,
             k.heads,
             k.mask_words.shape[1],
@@ -100,10 +200,5 @@ class CudaEmuBackend:
             plan.row_tiles,
             k.batch_size,
             k.sm_scale,
-            self.workers,
-            error,
-            _ERROR_BYTES,
-        )
-        if code != 0:
-            raise KernelEmulationError(error.value.decode(errors="replace"))
-        return launch.out
+        ]
+        return launch, pointers, scalars

@@ -882,7 +882,7 @@ void trace_barrier(Worker& w) {
   Trace& t = *w.trace;
   flush_all(w);
   if (t.count) {
-    ++t.cta.phase().ops[static_cast<int>(Op::SyncBlock)];
+    t.cta.phase().ops[static_cast<int>(Op::SyncBlock)] += w.nthreads / 32;  // one bar.sync per warp
     ++t.cta.barriers;
     t.cta.phases.emplace_back();
   }
