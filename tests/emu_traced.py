@@ -23,10 +23,19 @@ _TAIL = [_out, _out, ctypes.c_char_p, ctypes.c_int]
 _SIGNATURES = {
     "ddk_probe_smem": [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_uint, ctypes.c_int],
     "ddk_probe_ldm": [ctypes.c_void_p, ctypes.c_int, ctypes.c_int],
-    "ddk_probe_global": [ctypes.c_void_p] * 3 + [ctypes.c_int, ctypes.c_uint, ctypes.c_uint] + [ctypes.c_int] * 2,
+    "ddk_probe_global": [ctypes.c_void_p] * 3
+    + [ctypes.c_int, ctypes.c_uint, ctypes.c_uint]
+    + [ctypes.c_int] * 2,
     "ddk_probe_phases": [ctypes.c_void_p, ctypes.c_uint, ctypes.c_int],
     "ddk_probe_cp_traced": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int],
-    "ddk_probe_sanitize": [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_int],
+    "ddk_probe_sanitize": [
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_int,
+        ctypes.c_void_p,
+        ctypes.c_int,
+        ctypes.c_int,
+    ],
 }
 
 

@@ -86,10 +86,14 @@ def test_inactive_lanes_cost_nothing(probes):
 
 
 @pytest.mark.parametrize(
-    "variant, key, matrices", [(0, "ldmatrix_x4", 4), (1, "ldmatrix_x4_trans", 4), (2, "ldmatrix_x2", 2), (3, "ldmatrix_x2_trans", 2)]
+    "variant, key, matrices",
+    [(0, "ldmatrix_x4", 4), (1, "ldmatrix_x4_trans", 4), (2, "ldmatrix_x2", 2), (3, "ldmatrix_x2_trans", 2)],
 )
 def test_ldmatrix_wavefronts(probes, variant, key, matrices):
-    for offsets, conflict_free in (([16 * lane for lane in range(32)], True), ([128 * lane for lane in range(32)], False)):
+    for offsets, conflict_free in (
+        ([16 * lane for lane in range(32)], True),
+        ([128 * lane for lane in range(32)], False),
+    ):
         counters, _ = probes.call("ddk_probe_ldm", as_i32(offsets).ctypes.data, variant, COUNT)
         shared = counters.kernels[0].totals.shared
         assert shared.instructions[key] == 1
@@ -203,7 +207,9 @@ def test_cp_async_bytes_in_flight_and_late_waits(probes, late_wait_phases):
     src = aligned(512 * chunks, np.uint8)
     src[:] = np.arange(src.size) % 251
     out = aligned(512 * chunks, np.uint8)
-    counters, _ = probes.call("ddk_probe_cp_traced", src.ctypes.data, out.ctypes.data, chunks, COUNT, late_wait_phases)
+    counters, _ = probes.call(
+        "ddk_probe_cp_traced", src.ctypes.data, out.ctypes.data, chunks, COUNT, late_wait_phases
+    )
     assert np.array_equal(out, src)  # the traced launch still computes
     (k,) = counters.kernels
     assert k.totals.global_.cp_async_bytes == 512 * chunks
@@ -230,8 +236,15 @@ DIM_QK, DIM_V, BLOCK_M, BLOCK_N, WARPS = 576, 512, 32, 32, 8
 
 
 def small_case(**fields):
-    entry = {"label": "c", "seed": 3, "model": "kimi-k2.6", "layout": {"tp": 8}, "batch_size": 1, "prefix": 21,
-             "tree": {"kind": "ddtree", "budget": 8}}
+    entry = {
+        "label": "c",
+        "seed": 3,
+        "model": "kimi-k2.6",
+        "layout": {"tp": 8},
+        "batch_size": 1,
+        "prefix": 21,
+        "tree": {"kind": "ddtree", "budget": 8},
+    }
     entry.update(fields)
     return parse_suite({"name": "t", "cases": [entry]}, "t").cases[0]
 
@@ -253,7 +266,9 @@ def tiling(backend: CudaEmuBackend, x):
             for split in range(plan.num_splits):
                 begin, end = split * per_split, min(tiles, (split + 1) * per_split)
                 n_tiles = max(0, end - begin)
-                valid_keys = sum(1 for t in range(begin, end) for j in range(BLOCK_N) if t * BLOCK_N + j < keys)
+                valid_keys = sum(
+                    1 for t in range(begin, end) for j in range(BLOCK_N) if t * BLOCK_N + j < keys
+                )
                 valid_rows = min(BLOCK_M, rows - row_tile * BLOCK_M)
                 ctas.append((n_tiles, valid_keys, valid_rows))
     return launch, ctas
@@ -280,7 +295,11 @@ def test_verify_kernel_counters_match_its_tiling(emu, fields):
     assert torch.equal(plain.view(torch.int16), traced.out.view(torch.int16))  # counting changes nothing
     launch, ctas = tiling(emu, x)
     verify = traced.counters.kernel("verify")
-    assert verify.grid == launch.plan.grid and verify.threads_per_cta == 256 and verify.dynamic_smem_bytes == 90112
+    assert (
+        verify.grid == launch.plan.grid
+        and verify.threads_per_cta == 256
+        and verify.dynamic_smem_bytes == 90112
+    )
     t = verify.totals
     # S = Q K^T: per warp 16 rows x 32 keys x 144 dims; O += P V: 16 rows x 128 columns x 32 keys.
     mma_per_tile = WARPS * (16 * BLOCK_N * (DIM_QK // 4) + 16 * (DIM_V // 4) * BLOCK_N) // MMA_FLOPS_SHAPE

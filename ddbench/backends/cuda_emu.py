@@ -159,7 +159,7 @@ class CudaEmuBackend:
                 library.ddk_emu_free(handle)
         if code != 0:
             raise KernelEmulationError(error.value.decode(errors="replace"))
-        if counters and texts[0] is None or sanitize and texts[1] is None:
+        if (counters and texts[0] is None) or (sanitize and texts[1] is None):
             raise KernelEmulationError("the emulation returned no report (out of memory?)")
         return TracedRun(
             out=launch.out,

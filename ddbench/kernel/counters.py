@@ -20,8 +20,8 @@ MAX_COUNTERS_BYTES = 256 << 20  # far above a 128k-prefix launch listed CTA by C
 
 SHARED_KINDS = (
     "ld8", "st8", "ld16", "st16", "ld32", "st32", "ld64", "st64", "ld128", "st128",
-    "ldmatrix_x1", "ldmatrix_x1_trans", "ldmatrix_x2", "ldmatrix_x2_trans", "ldmatrix_x4", "ldmatrix_x4_trans",
-    "cp_async_16", "stmatrix",
+    "ldmatrix_x1", "ldmatrix_x1_trans", "ldmatrix_x2", "ldmatrix_x2_trans",
+    "ldmatrix_x4", "ldmatrix_x4_trans", "cp_async_16", "stmatrix",
 )  # fmt: skip
 INSTRUCTION_KINDS = (
     "mma", "shfl", "ldmatrix", "ld_shared", "st_shared", "ld_global", "st_global", "cp_async", "sync_block",
@@ -175,7 +175,9 @@ class _Reader:
 
     def triple(self, obj: Mapping[str, Any], key: str, path: str, minimum: int) -> tuple[int, int, int]:
         value = self.array(obj, key, path)
-        ok = len(value) == 3 and all(isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value)
+        ok = len(value) == 3 and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value
+        )
         if not ok:
             raise self.fail(f"{path}.{key}", f"must be three integers >= {minimum}")
         return (value[0], value[1], value[2])
@@ -269,7 +271,9 @@ def _kernel(r: _Reader, value: object, path: str) -> KernelCounters:
     detail = r.field(o, "cta_detail", path)
     if detail not in CTA_DETAILS:
         raise r.fail(f"{path}.cta_detail", f"must be one of {', '.join(CTA_DETAILS)}")
-    shapes = tuple(_shape(r, s, f"{path}.cta_shapes[{i}]") for i, s in enumerate(r.array(o, "cta_shapes", path)))
+    shapes = tuple(
+        _shape(r, s, f"{path}.cta_shapes[{i}]") for i, s in enumerate(r.array(o, "cta_shapes", path))
+    )
     kernel = KernelCounters(
         name=name,
         grid=r.triple(o, "grid", path, 1),
@@ -281,7 +285,9 @@ def _kernel(r: _Reader, value: object, path: str) -> KernelCounters:
         cta_shapes=shapes,
     )
     if sum(s.count for s in shapes) != kernel.ctas:
-        raise r.fail(f"{path}.cta_shapes", f"counts add up to {sum(s.count for s in shapes)}, not ctas={kernel.ctas}")
+        raise r.fail(
+            f"{path}.cta_shapes", f"counts add up to {sum(s.count for s in shapes)}, not ctas={kernel.ctas}"
+        )
     return kernel
 
 

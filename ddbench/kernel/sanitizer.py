@@ -52,7 +52,8 @@ class SanitizerReport:
     def summary(self) -> str:
         if self.clean:
             launches = ", ".join(
-                f"{c.get('kernel')}: {c.get('shared_accesses', 0)} shared + {c.get('global_accesses', 0)} global"
+                f"{c.get('kernel')}: {c.get('shared_accesses', 0)} shared"
+                f" + {c.get('global_accesses', 0)} global"
                 for c in self.checked
             )
             return f"sanitizer: clean ({launches} accesses checked)"

@@ -456,13 +456,13 @@ DDK_GLOBAL void race_probe_kernel(RaceProbe p) {
       sync_block();
       break;
     case 2:  // planted race inside a warp: lane 1 reads lane 0's word, nothing between
-      if (l == 0) st_shared(s + 5, 3.0f);  // SITE:warp_race_write
-      if (l == 1) st_global(p.out + t, ld_shared(s + 5));  // SITE:warp_race_read
+      if (w == 0 && l == 0) st_shared(s + 5, 3.0f);  // SITE:warp_race_write
+      if (w == 0 && l == 1) st_global(p.out + t, ld_shared(s + 5));  // SITE:warp_race_read
       break;
     case 3: {  // the same, ordered by a warp collective: clean
-      if (l == 0) st_shared(s + 5, 3.0f);
+      if (w == 0 && l == 0) st_shared(s + 5, 3.0f);
       const float v = shfl_xor(1.0f, 1);
-      if (l == 1) st_global(p.out + t, ld_shared(s + 5) + v);
+      if (w == 0 && l == 1) st_global(p.out + t, ld_shared(s + 5) + v);
       break;
     }
     case 4:  // out-of-range global read: thread 3 reads one element past the end
