@@ -358,3 +358,56 @@ def test_counters_round_trip_and_bad_files_name_the_field(probes, tmp_path):
     (tmp_path / "text.json").write_text("{nope")
     with pytest.raises(InputError, match="not JSON"):
         load_counters(tmp_path / "text.json")
+
+
+# --------------------------------------------------------------------- one CTA per work shape --
+
+EXACT_WHEN_SAMPLED = ("barriers", "mma", "ldmatrix", "shuffles")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"prefix": 2000, "tree": {"kind": "ddtree", "budget": 8}},  # 64 splits, most of them alike
+        {"batch_size": 3, "prefix": [0, 130, 700], "tree": {"kind": "ddtree", "budget": 32}},  # ragged
+        {"model": "deepseek-v3", "prefix": 300, "tree": {"kind": "chain", "length": 40}},  # partial row tiles
+    ],
+)
+def test_one_cta_per_shape_keeps_the_exact_counts(emu, fields):
+    x = generate_inputs(small_case(**fields))
+    full = emu.run_traced(x, counters=True, group_shapes=True).counters
+    x.fresh_output()
+    sampled = emu.run_traced(x, counters=True, one_cta_per_shape=True)
+    assert sampled.sampled
+    for name in ("verify", "combine"):
+        a, b = full.kernel(name), sampled.counters.kernel(name)
+        assert (a is None) == (b is None)
+        if a is None:
+            continue
+        assert b.ctas == a.ctas and b.grid == a.grid
+        for field in EXACT_WHEN_SAMPLED:
+            assert getattr(b.totals, field) == getattr(a.totals, field), (name, field)
+        assert b.totals.shared == a.totals.shared
+        ga, gb = a.totals.global_, b.totals.global_
+        assert (gb.store_bytes, gb.cp_async_bytes) == (ga.store_bytes, ga.cp_async_bytes)
+        if name == "verify":
+            assert gb.load_bytes == ga.load_bytes
+            assert gb.unique_sectors <= ga.unique_sectors  # a lower bound from the CTAs that ran
+        else:  # the combine skips splits whose weight underflows: data the sampled launch does not have
+            assert gb.load_bytes >= ga.load_bytes and gb.unique_sectors >= ga.unique_sectors
+        assert b.totals.cp_async == a.totals.cp_async or name == "verify"
+        assert sorted(b.totals.cp_async.bytes_in_flight_at_wait) == sorted(
+            a.totals.cp_async.bytes_in_flight_at_wait
+        )
+        assert b.totals.cp_async.late_waits == a.totals.cp_async.late_waits
+    verify_full, verify_sampled = full.kernel("verify"), sampled.counters.kernel("verify")
+    assert (
+        verify_sampled.emulated_ctas < verify_sampled.ctas or verify_full.ctas == verify_sampled.emulated_ctas
+    )
+
+    # Same shapes, same phases: the grouped full launch has the sampled launch's shapes (and maybe splits
+    # of one predicted shape that addresses alone tell apart).
+    def as_phases(k):
+        return sorted(str((s.phases, s.cp_async_waits)) for s in k.cta_shapes for _ in range(s.count))
+
+    assert as_phases(verify_full) == as_phases(verify_sampled)

@@ -18,7 +18,9 @@ from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.build import KernelBuildError, build_emulation_library, find_kernels_dir
 from ddbench.kernel.counters import LaunchCounters, parse_counters
 from ddbench.kernel.launch import PreparedLaunch, prepare_launch
+from ddbench.kernel.plan import BLOCK_N
 from ddbench.kernel.sanitizer import SanitizerReport, parse_sanitizer_report
+from ddbench.kernel.work_shapes import verify_work_shapes
 
 _ERROR_BYTES = 4096
 _EMU_SOURCE = Path("verify") / "verify_emu.cpp"
@@ -42,11 +44,12 @@ _FLAG_COUNT, _FLAG_SANITIZE, _FLAG_GROUP = 1, 2, 4
 
 @dataclass(frozen=True)
 class TracedRun:
-    """One traced launch: the output (bit-identical to `run`'s) and what was asked for."""
+    """One traced launch: the output (bit-identical to `run`'s unless sampled) and what was asked for."""
 
     out: torch.Tensor
     counters: LaunchCounters | None
     sanitizer: SanitizerReport | None
+    sampled: bool = False  # one verify CTA per work shape ran: `out` is not the kernel's result
 
 
 class CudaEmuBackend:
@@ -86,6 +89,8 @@ class CudaEmuBackend:
             + [ctypes.c_int] * 6
             + [ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int]
             + [ctypes.POINTER(ctypes.c_int64)]
+            + [ctypes.POINTER(ctypes.c_uint64)] * 2
+            + [ctypes.c_int64]
             + [ctypes.POINTER(ctypes.c_void_p)] * 2
             + [ctypes.c_char_p, ctypes.c_int]
         )
@@ -123,11 +128,17 @@ class CudaEmuBackend:
         sanitize: bool = False,
         group_shapes: bool = False,
         late_wait_phases: int = 1,
+        one_cta_per_shape: bool = False,
     ) -> TracedRun:
         """One launch with exact counters and/or the sanitizer (see docs/emulation.md); `run` is untouched.
 
         Every buffer the kernel is given is registered with its extent, so memcheck can name it. A launch
         the emulation stops (divergence, a bad shared-memory address) raises KernelEmulationError as `run`.
+
+        `one_cta_per_shape`: emulate one verify CTA of each work shape (`ddbench.kernel.work_shapes`) and
+        count it for all of its shape; the combine runs whole on a workspace whose empty splits hold -inf.
+        For big cases: the counts docs/emulation.md calls exact stay exact, unique sectors become a lower
+        bound, and the output is not computed.
         """
         if not (counters or sanitize):
             raise ValueError("run_traced: ask for counters, the sanitizer, or both")
@@ -138,6 +149,13 @@ class CudaEmuBackend:
         extents = (ctypes.c_int64 * 10)(*(_extent(t) for t in self._buffers(launch, lse)))
         flags = (_FLAG_COUNT if counters else 0) | (_FLAG_SANITIZE if sanitize else 0)
         flags |= _FLAG_GROUP if group_shapes else 0
+        subset = weights = None
+        if one_cta_per_shape:
+            k = launch.kernel
+            shapes = verify_work_shapes(launch.plan, k.heads, k.kv_offsets.tolist(), k.q_offsets.tolist())
+            subset = (ctypes.c_uint64 * len(shapes.representatives))(*shapes.representatives)
+            weights = (ctypes.c_uint64 * len(shapes.weights))(*shapes.weights)
+            self._prefill_workspace(launch)
         counters_text, sanitizer_text = ctypes.c_void_p(), ctypes.c_void_p()
         error = ctypes.create_string_buffer(_ERROR_BYTES)
         code = library.ddk_verify_emu_traced(
@@ -147,6 +165,9 @@ class CudaEmuBackend:
             flags,
             late_wait_phases,
             extents,
+            subset,
+            weights,
+            len(subset) if subset is not None else 0,
             ctypes.byref(counters_text),
             ctypes.byref(sanitizer_text),
             error,
@@ -165,7 +186,25 @@ class CudaEmuBackend:
             out=launch.out,
             counters=parse_counters(json.loads(texts[0])) if texts[0] is not None else None,
             sanitizer=parse_sanitizer_report(json.loads(texts[1])) if texts[1] is not None else None,
+            sampled=one_cta_per_shape,
         )
+
+    @staticmethod
+    def _prefill_workspace(launch: PreparedLaunch) -> None:
+        """What the verify CTAs that will not run would leave for the combine: -inf for empty splits."""
+        if launch.ws_o is None or launch.ws_lse is None:
+            return
+        k = launch.kernel
+        launch.ws_o.zero_()
+        launch.ws_lse.zero_()
+        kv, q = k.kv_offsets.tolist(), k.q_offsets.tolist()
+        for request in range(k.batch_size):
+            tiles = -(-(kv[request + 1] - kv[request]) // BLOCK_N)
+            per_split = -(-tiles // launch.plan.num_splits)
+            rows = slice(q[request] * k.heads, q[request + 1] * k.heads)
+            for split in range(launch.plan.num_splits):
+                if split * per_split >= tiles:
+                    launch.ws_lse[split, rows] = float("-inf")
 
     @staticmethod
     def _buffers(launch: PreparedLaunch, lse: torch.Tensor | None) -> list[torch.Tensor | None]:

@@ -26,7 +26,7 @@ SHARED_KINDS = (
 INSTRUCTION_KINDS = (
     "mma", "shfl", "ldmatrix", "ld_shared", "st_shared", "ld_global", "st_global", "cp_async", "sync_block",
 )  # fmt: skip
-CTA_DETAILS = ("all", "shapes")
+CTA_DETAILS = ("all", "shapes", "sampled")
 
 
 @dataclass(frozen=True)
@@ -114,9 +114,14 @@ class KernelCounters:
     threads_per_cta: int
     ctas: int
     dynamic_smem_bytes: int
-    cta_detail: str  # "all": one entry per CTA; "shapes": grouped
+    cta_detail: str  # "all": one entry per CTA; "shapes": grouped; "sampled": one CTA per work shape ran
     totals: Totals
     cta_shapes: tuple[CtaShape, ...]
+    emulated_ctas: int  # == ctas unless sampled
+
+    @property
+    def sampled(self) -> bool:
+        return self.cta_detail == "sampled"
 
 
 @dataclass(frozen=True)
@@ -283,6 +288,7 @@ def _kernel(r: _Reader, value: object, path: str) -> KernelCounters:
         cta_detail=detail,
         totals=_totals(r, r.field(o, "totals", path), f"{path}.totals"),
         cta_shapes=shapes,
+        emulated_ctas=r.count(o, "emulated_ctas", path),
     )
     if sum(s.count for s in shapes) != kernel.ctas:
         raise r.fail(

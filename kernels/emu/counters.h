@@ -63,6 +63,7 @@ struct WaitRecord {
 struct CtaRecord {
   unsigned x = 0, y = 0, z = 0;
   std::uint64_t linear = 0;
+  std::uint64_t weight = 1;  // CTAs of the launch this one stands for (sampled launches)
   std::vector<Phase> phases{1};
   std::uint64_t barriers = 0;
   std::uint64_t load_bytes = 0, store_bytes = 0, cp_async_bytes = 0, sectors = 0, unique_sectors = 0;
@@ -125,42 +126,47 @@ struct KernelCountersRecord {
   std::string name;
   unsigned gx = 1, gy = 1, gz = 1, threads = 0;
   std::uint64_t smem = 0;
-  std::vector<CtaRecord> ctas;       // every CTA, sorted by linear index
-  std::uint64_t unique_sectors = 0;  // over the launch
+  std::vector<CtaRecord> ctas;       // every emulated CTA, sorted by linear index
+  std::uint64_t unique_sectors = 0;  // over the emulated CTAs
+  std::uint64_t grid_ctas = 0;
+  bool sampled = false;
 
   std::string json(bool group_shapes) const {
     std::uint64_t barriers = 0, mma = 0, ldm = 0, shfl = 0, ld = 0, st = 0, cp = 0, sectors = 0, bank = 0;
     std::uint64_t si[kSharedKinds] = {}, swf[kSharedKinds] = {}, waits = 0, late = 0;
     std::string in_flight;
     for (const CtaRecord& c : ctas) {
-      barriers += c.barriers;
+      const std::uint64_t n = c.weight;
+      barriers += n * c.barriers;
       for (const Phase& p : c.phases) {
-        mma += p.mma;
-        shfl += p.shuffles;
-        ldm += p.ops[static_cast<int>(Op::Ldmatrix)];
+        mma += n * p.mma;
+        shfl += n * p.shuffles;
+        ldm += n * p.ops[static_cast<int>(Op::Ldmatrix)];
       }
-      ld += c.load_bytes;
-      st += c.store_bytes;
-      cp += c.cp_async_bytes;
-      sectors += c.sectors;
-      bank += c.bank_conflicts;
+      ld += n * c.load_bytes;
+      st += n * c.store_bytes;
+      cp += n * c.cp_async_bytes;
+      sectors += n * c.sectors;
+      bank += n * c.bank_conflicts;
       for (int k = 0; k < kSharedKinds; ++k) {
-        si[k] += c.shared_instr[k];
-        swf[k] += c.shared_wf[k];
+        si[k] += n * c.shared_instr[k];
+        swf[k] += n * c.shared_wf[k];
       }
-      for (const WaitRecord& w : c.waits) {
-        ++waits;
-        late += w.late ? 1 : 0;
-        if (!in_flight.empty()) in_flight += ", ";
-        in_flight += std::to_string(w.bytes_in_flight);
-      }
+      for (std::uint64_t rep = 0; rep < n; ++rep)
+        for (const WaitRecord& w : c.waits) {
+          ++waits;
+          late += w.late ? 1 : 0;
+          if (!in_flight.empty()) in_flight += ", ";
+          in_flight += std::to_string(w.bytes_in_flight);
+        }
     }
     char head[512];
     std::snprintf(head, sizeof head,
                   "{\"name\": \"%s\", \"grid\": [%u, %u, %u], \"threads_per_cta\": %u, \"ctas\": %llu, "
-                  "\"dynamic_smem_bytes\": %llu, \"cta_detail\": \"%s\", \"totals\": {",
-                  name.c_str(), gx, gy, gz, threads, static_cast<unsigned long long>(ctas.size()),
-                  static_cast<unsigned long long>(smem), group_shapes ? "shapes" : "all");
+                  "\"emulated_ctas\": %llu, \"dynamic_smem_bytes\": %llu, \"cta_detail\": \"%s\", \"totals\": {",
+                  name.c_str(), gx, gy, gz, threads, static_cast<unsigned long long>(grid_ctas),
+                  static_cast<unsigned long long>(ctas.size()), static_cast<unsigned long long>(smem),
+                  sampled ? "sampled" : group_shapes ? "shapes" : "all");
     std::string s = head;
     json_u(s, "barriers", barriers, false);
     json_u(s, "mma", mma);
@@ -192,16 +198,16 @@ struct KernelCountersRecord {
       if (group_shapes) {
         auto it = shapes.find(text);
         if (it != shapes.end()) {
-          ++it->second.second;
+          it->second.second += ctas[i].weight;
           continue;
         }
-        shapes.emplace(text, std::make_pair(i, std::uint64_t{1}));
+        shapes.emplace(text, std::make_pair(i, ctas[i].weight));
         order.push_back(std::move(text));
         continue;
       }
       char e[160];
-      std::snprintf(e, sizeof e, "%s{\"count\": 1, \"example_cta\": [%u, %u, %u], ", first ? "" : ", ", ctas[i].x,
-                    ctas[i].y, ctas[i].z);
+      std::snprintf(e, sizeof e, "%s{\"count\": %llu, \"example_cta\": [%u, %u, %u], ", first ? "" : ", ",
+                    static_cast<unsigned long long>(ctas[i].weight), ctas[i].x, ctas[i].y, ctas[i].z);
       s += e + text + "}";
       first = false;
     }

@@ -504,6 +504,7 @@ struct Trace {
   std::uint64_t findings_total = 0, finding_seq = 0;
   std::uint64_t shared_checked = 0, global_checked = 0;
   bool pending_overflow = false;
+  std::uint64_t weight = 1;  // of the block now running (sampled launches)
 };
 
 std::uint16_t intern_site(Trace& t, const Site& site) {
@@ -823,6 +824,7 @@ void trace_block_start(Worker& w) {
   t.cta.y = w.by;
   t.cta.z = w.bz;
   t.cta.linear = w.bx + std::uint64_t{w.grid.x} * (w.by + std::uint64_t{w.grid.y} * w.bz);
+  t.cta.weight = t.weight;
   t.cta_sectors.clear();
   if (t.sanitize) t.shadow.reset(w.smem_bytes);
 }
@@ -1577,6 +1579,8 @@ void merge_traces(const std::vector<std::unique_ptr<Trace>>& traces, const Launc
     rec.gz = grid.z;
     rec.threads = block_x;
     rec.smem = smem_bytes;
+    rec.grid_ctas = std::uint64_t{grid.x} * grid.y * grid.z;
+    rec.sampled = o.cta_subset != nullptr;
     std::unordered_set<std::uint64_t> sectors;
     for (const auto& t : traces) {
       for (const CtaRecord& c : t->done) rec.ctas.push_back(c);
@@ -1625,7 +1629,9 @@ void merge_traces(const std::vector<std::unique_ptr<Trace>>& traces, const Launc
     r.checked.push_back(fmt("{\"kernel\": \"%s\", \"ctas\": %llu, \"shared_accesses\": %llu, "
                             "\"global_accesses\": %llu, \"buffers\": %d}",
                             json_escape(o.kernel_name).c_str(),
-                            static_cast<unsigned long long>(std::uint64_t{grid.x} * grid.y * grid.z),
+                            static_cast<unsigned long long>(o.cta_subset != nullptr
+                                                                ? o.n_cta_subset
+                                                                : std::uint64_t{grid.x} * grid.y * grid.z),
                             static_cast<unsigned long long>(shared_checked),
                             static_cast<unsigned long long>(global_checked), o.n_buffers));
   }
@@ -1657,7 +1663,18 @@ Status launch_erased(KernelThunk thunk, const void* args, Dim3 grid, unsigned bl
                       smem_bytes, kMaxSmem);
     return bad;
   }
-  const std::uint64_t nblocks = std::uint64_t{grid.x} * grid.y * grid.z;
+  const std::uint64_t grid_blocks = std::uint64_t{grid.x} * grid.y * grid.z;
+  const bool subset = options.cta_subset != nullptr;
+  const std::uint64_t nblocks = subset ? options.n_cta_subset : grid_blocks;
+  for (std::uint64_t i = 0; subset && i < nblocks; ++i) {
+    if (options.cta_subset[i] >= grid_blocks || (i > 0 && options.cta_subset[i] <= options.cta_subset[i - 1])) {
+      bad.message = fmt("ddk-emu: cta_subset[%llu] = %llu: indices must increase and lie in the %llu-CTA grid",
+                        static_cast<unsigned long long>(i), static_cast<unsigned long long>(options.cta_subset[i]),
+                        static_cast<unsigned long long>(grid_blocks));
+      return bad;
+    }
+  }
+  if (nblocks == 0) return Status{};
   std::uint64_t nworkers = static_cast<std::uint64_t>(options.workers > 0 ? options.workers : workers_from_env());
   if (nworkers > nblocks) nworkers = nblocks;
   if (nworkers > 256) nworkers = 256;
@@ -1700,8 +1717,10 @@ Status launch_erased(KernelThunk thunk, const void* args, Dim3 grid, unsigned bl
     w->grid = grid;
     if (ensure_resources(*w, block_x, smem_bytes)) {
       while (!stop.load(std::memory_order_relaxed)) {
-        const std::uint64_t b = next.fetch_add(1, std::memory_order_relaxed);
-        if (b >= nblocks) break;
+        const std::uint64_t i = next.fetch_add(1, std::memory_order_relaxed);
+        if (i >= nblocks) break;
+        const std::uint64_t b = subset ? options.cta_subset[i] : i;
+        if (w->trace != nullptr) w->trace->weight = subset && options.cta_weights ? options.cta_weights[i] : 1;
         const auto bx = static_cast<unsigned>(b % grid.x);
         const auto by = static_cast<unsigned>(b / grid.x % grid.y);
         const auto bz = static_cast<unsigned>(b / (std::uint64_t{grid.x} * grid.y));

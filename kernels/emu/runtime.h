@@ -90,6 +90,11 @@ struct LaunchOptions {
   const char* kernel_name = "kernel";  // the name in the counters and findings
   const Buffer* buffers = nullptr;     // memcheck extents of global memory (none: globals unchecked)
   int n_buffers = 0;
+  // Emulate only these CTAs (linear indices x + gx * (y + gy * z), increasing), each standing for
+  // cta_weights[i] CTAs of the same work shape (nullptr: 1 each). The rest of the grid does not run.
+  const std::uint64_t* cta_subset = nullptr;
+  const std::uint64_t* cta_weights = nullptr;
+  std::size_t n_cta_subset = 0;
 };
 
 // Copies `status.message` (NUL-terminated, truncated to fit) into buf when buf && len > 0 and

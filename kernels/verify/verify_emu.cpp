@@ -33,6 +33,7 @@ ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, cons
 }
 
 // The verify launch, then the combine launch when the keys are split.
+// A CTA subset (options.cta_subset) applies to the verify launch only; the combine always runs whole.
 ddk::emu::Status launch_both(const ddk_verify::VerifyParams& p, int row_tiles, int batch,
                              ddk::emu::LaunchOptions options) {
   const ddk::emu::Dim3 grid(static_cast<unsigned>(p.num_splits), static_cast<unsigned>(row_tiles),
@@ -40,6 +41,9 @@ ddk::emu::Status launch_both(const ddk_verify::VerifyParams& p, int row_tiles, i
   options.kernel_name = "verify";
   ddk::emu::Status status = ddk::emu::launch_with(options, ddk_verify::verify_attention_kernel, grid,
                                                   ddk_verify::kThreads, ddk_verify::kSmemBytes, p);
+  options.cta_subset = nullptr;
+  options.cta_weights = nullptr;
+  options.n_cta_subset = 0;
   if (status.ok() && p.num_splits > 1) {
     options.kernel_name = "combine";
     status = ddk::emu::launch_with(options, ddk_verify::combine_splits_kernel,
@@ -71,7 +75,8 @@ extern "C" int ddk_verify_emu(const uint16_t* q, const uint16_t* kv, const int32
 }
 
 // The same launch with counters (flags bit 0), the sanitizer (bit 1) and CTAs grouped by work shape (bit 2).
-// buffer_bytes: the sizes of the ten buffers, in argument order (q .. ws_lse), for memcheck. On success the
+// buffer_bytes: the sizes of the ten buffers, in argument order (q .. ws_lse), for memcheck. n_subset > 0:
+// emulate only those verify CTAs (increasing linear indices), each counted `weights[i]` times. On success the
 // counters and sanitizer JSON documents come back in *counters_json / *sanitizer_json (free them with
 // ddk_emu_free); a part not asked for comes back as nullptr.
 extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, const int32_t* kv_slots,
@@ -80,6 +85,7 @@ extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, cons
                                      float* ws_lse, int total_rows, int heads, int mask_words_per_row,
                                      int num_splits, int row_tiles, int batch, float sm_scale, int workers,
                                      int flags, int late_wait_phases, const int64_t* buffer_bytes,
+                                     const uint64_t* subset, const uint64_t* weights, int64_t n_subset,
                                      char** counters_json, char** sanitizer_json, char* error, int error_len) {
   *counters_json = nullptr;
   *sanitizer_json = nullptr;
@@ -107,6 +113,11 @@ extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, cons
   options.late_wait_phases = late_wait_phases;
   options.buffers = buffers;
   options.n_buffers = n;
+  if (n_subset > 0) {
+    options.cta_subset = subset;
+    options.cta_weights = weights;
+    options.n_cta_subset = static_cast<std::size_t>(n_subset);
+  }
   ddk::emu::Status status;
   if (total_rows != 0 && batch != 0) status = launch_both(p, row_tiles, batch, options);
   if (status.ok()) {
