@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from emu_traced import TracedProbes
 
 from ddbench.kernel.build import (
     KernelBuildError,
@@ -329,6 +330,20 @@ def test_multi_warp_kernel_with_sync_block(lib, workers: int) -> None:
     for b in range(blocks):
         bx, by, bz = b % gx, b // gx % gy, b // (gx * gy)
         assert ids[b].tolist() == [bx, by, bz, gx, gy, gz, 256, 8]
+
+
+def test_memory_accessors_are_plain_accesses_when_not_traced(lib_build) -> None:
+    probes = TracedProbes(lib_build[0])
+    src = aligned_bytes(512 * 3)
+    src[:] = np.random.default_rng(8).integers(0, 256, src.size, dtype=np.uint8)
+    out = aligned_bytes(512 * 3)
+    counters, report = probes.call("ddk_probe_cp_traced", src.ctypes.data, out.ctypes.data, 3, 0, 1)
+    assert counters is None and report is None
+    assert np.array_equal(out, src)  # ld_shared / st_global moved every byte
+    data = aligned_bytes(4 * 256).view(np.float32)
+    result = aligned_bytes(4 * 128).view(np.float32)
+    probes.call("ddk_probe_sanitize", 5, data.ctypes.data, 256, result.ctypes.data, 128, 0)
+    assert set(result[:64].view(np.uint32).tolist()) == {0xCDCDCDCD}  # an unwritten word: the fill, unchecked
 
 
 def test_limits_are_inclusive(lib) -> None:

@@ -1,13 +1,14 @@
 """`cuda-emu`: the custom kernel's own source (kernels/verify/verify_attn.cuh) run by the CPU emulation.
 
 Same marshaling and launch geometry as the hardware backend; g++ builds the emulation library on first use.
-As for `cuda`, `prepare` marshals and plans, and the launch it returns is the emulated kernel alone.
 """
 
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -15,7 +16,11 @@ import torch
 from ddbench.backends.protocol import Availability, Capabilities, Launch
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.build import KernelBuildError, build_emulation_library, find_kernels_dir
+from ddbench.kernel.counters import LaunchCounters, parse_counters
 from ddbench.kernel.launch import PreparedLaunch, prepare_launch
+from ddbench.kernel.plan import BLOCK_N
+from ddbench.kernel.sanitizer import SanitizerReport, parse_sanitizer_report
+from ddbench.kernel.work_shapes import verify_work_shapes
 
 _ERROR_BYTES = 4096
 _EMU_SOURCE = Path("verify") / "verify_emu.cpp"
@@ -52,6 +57,24 @@ class _EmulatedLaunch:
         return self.out
 
 
+def _extent(t: torch.Tensor | None) -> int:
+    """The bytes a contiguous tensor spans from its data pointer: memcheck's extent for it."""
+    return 0 if t is None else t.numel() * t.element_size()
+
+
+_FLAG_COUNT, _FLAG_SANITIZE, _FLAG_GROUP = 1, 2, 4
+
+
+@dataclass(frozen=True)
+class TracedRun:
+    """One traced launch: the output (bit-identical to `run`'s unless sampled) and what was asked for."""
+
+    out: torch.Tensor
+    counters: LaunchCounters | None
+    sanitizer: SanitizerReport | None
+    sampled: bool = False  # one verify CTA per work shape ran: `out` is not the kernel's result
+
+
 class CudaEmuBackend:
     name = "cuda-emu"
     capabilities = Capabilities(lse=True)
@@ -84,6 +107,19 @@ class CudaEmuBackend:
                 ctypes.c_int,
             ]
         )
+        library.ddk_verify_emu_traced.restype = ctypes.c_int
+        library.ddk_verify_emu_traced.argtypes = (
+            [ctypes.c_void_p] * 10
+            + [ctypes.c_int] * 6
+            + [ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+            + [ctypes.POINTER(ctypes.c_int64)]
+            + [ctypes.POINTER(ctypes.c_uint64)] * 2
+            + [ctypes.c_int64]
+            + [ctypes.POINTER(ctypes.c_void_p)] * 2
+            + [ctypes.c_char_p, ctypes.c_int]
+        )
+        library.ddk_emu_free.restype = None
+        library.ddk_emu_free.argtypes = [ctypes.c_void_p]
         self._library = library
         return library
 
@@ -99,7 +135,115 @@ class CudaEmuBackend:
         return prepare_launch(inputs, num_splits=self.num_splits)
 
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
+        """Marshal and plan once; the launch is the emulated kernel call alone."""
         library = self._load()
+        launch, pointers, scalars = self._arguments(inputs, lse)
+        error = ctypes.create_string_buffer(_ERROR_BYTES)
+        arguments = (*pointers, *scalars, self.workers, error, _ERROR_BYTES)
+        return _EmulatedLaunch(library, arguments, error, launch.out, keep_alive=(launch, lse))
+
+    def run(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> torch.Tensor:
+        return self.prepare(inputs, lse)()
+
+    def run_traced(
+        self,
+        inputs: VerifyInputs,
+        lse: torch.Tensor | None = None,
+        *,
+        counters: bool = True,
+        sanitize: bool = False,
+        group_shapes: bool = False,
+        late_wait_phases: int = 1,
+        one_cta_per_shape: bool = False,
+    ) -> TracedRun:
+        """One launch with exact counters and/or the sanitizer (see docs/emulation.md); `run` is untouched.
+
+        Every buffer the kernel is given is registered with its extent, so memcheck can name it. A launch
+        the emulation stops (divergence, a bad shared-memory address) raises KernelEmulationError as `run`.
+
+        `one_cta_per_shape`: emulate one verify CTA of each work shape (`ddbench.kernel.work_shapes`) and
+        count it for all of its shape; the combine runs whole on a workspace whose empty splits hold -inf.
+        For big cases: the counts docs/emulation.md calls exact stay exact, unique sectors become a lower
+        bound, and the output is not computed.
+        """
+        if not (counters or sanitize):
+            raise ValueError("run_traced: ask for counters, the sanitizer, or both")
+        if late_wait_phases < 0:
+            raise ValueError("late_wait_phases must be >= 0")
+        library = self._load()
+        launch, tensors, scalars = self._arguments(inputs, lse)
+        extents = (ctypes.c_int64 * 10)(*(_extent(t) for t in self._buffers(launch, lse)))
+        flags = (_FLAG_COUNT if counters else 0) | (_FLAG_SANITIZE if sanitize else 0)
+        flags |= _FLAG_GROUP if group_shapes else 0
+        subset = weights = None
+        if one_cta_per_shape:
+            k = launch.kernel
+            shapes = verify_work_shapes(launch.plan, k.heads, k.kv_offsets.tolist(), k.q_offsets.tolist())
+            subset = (ctypes.c_uint64 * len(shapes.representatives))(*shapes.representatives)
+            weights = (ctypes.c_uint64 * len(shapes.weights))(*shapes.weights)
+            self._prefill_workspace(launch)
+        counters_text, sanitizer_text = ctypes.c_void_p(), ctypes.c_void_p()
+        error = ctypes.create_string_buffer(_ERROR_BYTES)
+        code = library.ddk_verify_emu_traced(
+            *tensors,
+            *scalars,
+            self.workers,
+            flags,
+            late_wait_phases,
+            extents,
+            subset,
+            weights,
+            len(subset) if subset is not None else 0,
+            ctypes.byref(counters_text),
+            ctypes.byref(sanitizer_text),
+            error,
+            _ERROR_BYTES,
+        )
+        texts = []
+        for handle in (counters_text, sanitizer_text):
+            texts.append(ctypes.string_at(handle.value).decode() if handle.value else None)
+            if handle.value:
+                library.ddk_emu_free(handle)
+        if code != 0:
+            raise KernelEmulationError(error.value.decode(errors="replace"))
+        if (counters and texts[0] is None) or (sanitize and texts[1] is None):
+            raise KernelEmulationError("the emulation returned no report (out of memory?)")
+        return TracedRun(
+            out=launch.out,
+            counters=parse_counters(json.loads(texts[0])) if texts[0] is not None else None,
+            sanitizer=parse_sanitizer_report(json.loads(texts[1])) if texts[1] is not None else None,
+            sampled=one_cta_per_shape,
+        )
+
+    @staticmethod
+    def _prefill_workspace(launch: PreparedLaunch) -> None:
+        """What the verify CTAs that will not run would leave for the combine: -inf for empty splits."""
+        if launch.ws_o is None or launch.ws_lse is None:
+            return
+        k = launch.kernel
+        launch.ws_o.zero_()
+        launch.ws_lse.zero_()
+        kv, q = k.kv_offsets.tolist(), k.q_offsets.tolist()
+        for request in range(k.batch_size):
+            tiles = -(-(kv[request + 1] - kv[request]) // BLOCK_N)
+            per_split = -(-tiles // launch.plan.num_splits)
+            rows = slice(q[request] * k.heads, q[request + 1] * k.heads)
+            for split in range(launch.plan.num_splits):
+                if split * per_split >= tiles:
+                    launch.ws_lse[split, rows] = float("-inf")
+
+    @staticmethod
+    def _buffers(launch: PreparedLaunch, lse: torch.Tensor | None) -> list[torch.Tensor | None]:
+        k = launch.kernel
+        return [
+            k.q, k.kv, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out, lse, launch.ws_o,
+            launch.ws_lse,
+        ]  # fmt: skip
+
+    def _arguments(
+        self, inputs: VerifyInputs, lse: torch.Tensor | None
+    ) -> tuple[PreparedLaunch, list[ctypes.c_void_p], list[int | float]]:
+        """The launch and the ABI's leading arguments: ten buffers, then the shape scalars and the scale."""
         if lse is not None:
             expected = (inputs.q_extend.shape[0], inputs.q_extend.shape[1])
             shaped = lse.dtype == torch.float32 and tuple(lse.shape) == expected and lse.is_contiguous()
@@ -112,12 +256,8 @@ class CudaEmuBackend:
         tensors = [k.q, k.kv, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out]
         if not all(t.is_contiguous() for t in tensors):
             raise ValueError("the emulated kernel needs contiguous tensors")
-        error = ctypes.create_string_buffer(_ERROR_BYTES)
-        arguments = (
-            *(_pointer(t) for t in tensors),
-            _pointer(lse),
-            _pointer(launch.ws_o),
-            _pointer(launch.ws_lse),
+        pointers = [_pointer(t) for t in (*tensors, lse, launch.ws_o, launch.ws_lse)]
+        scalars: list[int | float] = [
             launch.total_rows,
             k.heads,
             k.mask_words.shape[1],
@@ -125,12 +265,5 @@ class CudaEmuBackend:
             plan.row_tiles,
             k.batch_size,
             k.sm_scale,
-            self.workers,
-            error,
-            _ERROR_BYTES,
-        )
-
-        return _EmulatedLaunch(library, arguments, error, launch.out, keep_alive=(launch, lse))
-
-    def run(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> torch.Tensor:
-        return self.prepare(inputs, lse)()
+        ]
+        return launch, pointers, scalars

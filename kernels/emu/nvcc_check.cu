@@ -35,7 +35,12 @@ DDK_GLOBAL void ddk_nvcc_check_kernel(const uint4* __restrict__ src, float* __re
   const std::uint32_t packed = pack_bf16x2(v, fast_exp2(v));
   v += bf16_to_float(float_to_bf16(v)) + bf16_to_float(static_cast<std::uint16_t>(packed >> 16));
 
+  float* s = reinterpret_cast<float*>(smem);
+  st_shared(s + t, v);
+  sync_block();
+  v += ld_shared(s + (t + 1) % 32) + ld_global(out + t);
+
   const unsigned idx = block_idx_x() + grid_dim_x() * (block_idx_y() + grid_dim_y() * block_idx_z());
-  out[idx * block_dim_x() + t] = v + static_cast<float>(warp_id() + grid_dim_z());
-  iout[idx * block_dim_x() + t] = iv;
+  st_global(out + idx * block_dim_x() + t, v + static_cast<float>(warp_id() + grid_dim_z()));
+  st_global(iout + idx * block_dim_x() + t, iv);
 }

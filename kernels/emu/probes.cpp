@@ -7,8 +7,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 using namespace ddk;
 using std::uint16_t;
@@ -315,6 +317,216 @@ double now_ns() {
   return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// ------------------------------------------------------------------- traced probes (counters) ----
+//
+// Kernels with known counts for tests/test_emu_counters.py and tests/test_emu_sanitizer.py. Shared
+// memory is prepared with std::memset (untraced) where a probe must count one instruction only.
+
+struct SmemProbe {
+  const int* offsets;  // [32] byte offset of each lane's access (read with plain, untraced loads)
+  int width;           // 1, 2, 4, 8, 16
+  int store;           // 1: st_shared, 0: ld_shared
+  std::uint32_t active;  // lanes that access
+  std::uint32_t* sink;
+};
+
+template <class T>
+void smem_probe_access(const SmemProbe& p, char* smem, unsigned l) {
+  T* at = reinterpret_cast<T*>(smem + p.offsets[l]);
+  if (p.store) {
+    st_shared(at, T{});
+  } else {
+    const T v = ld_shared(at);
+    std::memcpy(p.sink + l, &v, sizeof v < 4 ? sizeof v : 4);
+  }
+}
+
+struct alignas(16) Bytes16 {
+  std::uint32_t w[4];
+};
+
+DDK_GLOBAL void smem_probe_kernel(SmemProbe p) {
+  char* smem = dynamic_smem();
+  const unsigned l = lane_id();
+  if (l == 0) std::memset(smem, 0, 8192);
+  sync_block();
+  if (p.active >> l & 1u) {
+    switch (p.width) {
+      case 1: smem_probe_access<std::uint8_t>(p, smem, l); break;
+      case 2: smem_probe_access<std::uint16_t>(p, smem, l); break;
+      case 4: smem_probe_access<std::uint32_t>(p, smem, l); break;
+      case 8: smem_probe_access<std::uint64_t>(p, smem, l); break;
+      default: smem_probe_access<Bytes16>(p, smem, l); break;
+    }
+  }
+}
+
+struct LdmProbe {
+  const int* offsets;  // [32] row addresses
+  int variant;         // 0 x4, 1 x4.trans, 2 x2, 3 x2.trans
+  std::uint32_t* sink;
+};
+
+DDK_GLOBAL void ldm_probe_kernel(LdmProbe p) {
+  char* smem = dynamic_smem();
+  const unsigned l = lane_id();
+  if (l == 0) std::memset(smem, 0, 8192);
+  sync_block();
+  std::uint32_t r[4] = {0, 0, 0, 0};
+  const char* row = smem + p.offsets[l];
+  if (p.variant == 0) ldmatrix_x4(r, row);
+  if (p.variant == 1) ldmatrix_x4_trans(r, row);
+  if (p.variant == 2) ldmatrix_x2(*reinterpret_cast<std::uint32_t(*)[2]>(r), row);
+  if (p.variant == 3) ldmatrix_x2_trans(*reinterpret_cast<std::uint32_t(*)[2]>(r), row);
+  p.sink[l] = r[0];
+}
+
+struct GlobalProbe {
+  const float* data;
+  const int* index;  // [blocks * threads]: element each thread reads (-1: none); plain loads
+  float* out;        // [blocks * threads]
+  int stores;        // 1: also st_global the value to out
+};
+
+DDK_GLOBAL void global_probe_kernel(GlobalProbe p) {
+  const unsigned t = block_idx_x() * block_dim_x() + thread_idx_x();
+  const int i = p.index[t];
+  if (i < 0) return;
+  const float v = ld_global(p.data + i);
+  if (p.stores) st_global(p.out + t, v);
+}
+
+// Phases: Q-like staging, then three barrier intervals with known work (one warp per 32 threads).
+DDK_GLOBAL void phase_probe_kernel(float* out) {
+  const unsigned l = lane_id(), t = thread_idx_x();
+  std::uint32_t a[4] = {0x3f803f80u, 0x3f803f80u, 0x3f803f80u, 0x3f803f80u}, b[2] = {0x3f803f80u, 0x3f803f80u};
+  float c[4] = {0, 0, 0, 0};
+  mma_bf16_m16n8k16(c, a, b, c);  // phase 0: 1 mma per warp
+  mma_bf16_m16n8k16(c, a, b, c);
+  sync_block();
+  float v = shfl_xor(c[0], 1);  // phase 1: 3 shuffles per warp
+  v = shfl_xor(v, 2);
+  v = shfl_xor(v, 4);
+  sync_block();
+  st_shared(reinterpret_cast<float*>(dynamic_smem()) + t, v);  // phase 2: 1 shared store, 1 global store
+  st_global(out + t, v + static_cast<float>(l));
+}
+
+// cp.async pipeline over n chunks of 512 bytes (one warp): chunk k+1 issued while chunk k is read.
+DDK_GLOBAL void cp_probe_kernel(PipeArgs p) {
+  char* s = dynamic_smem();
+  const unsigned l = lane_id();
+  cp_async_16(s + 16 * l, p.src + 16 * l, true);
+  cp_async_commit();
+  for (int k = 0; k < p.n_chunks; ++k) {
+    if (k + 1 < p.n_chunks)
+      cp_async_16(s + 512 * ((k + 1) % 2) + 16 * l, p.src + 512 * static_cast<std::size_t>(k + 1) + 16 * l, true);
+    cp_async_commit();
+    cp_async_wait<1>();
+    sync_block();
+    const unsigned nb = (l + 1) % 32;
+    st_global(reinterpret_cast<Bytes16*>(p.out + 512 * static_cast<std::size_t>(k) + 16 * nb),
+              ld_shared(reinterpret_cast<const Bytes16*>(s + 512 * (k % 2) + 16 * nb)));
+    sync_block();
+  }
+  cp_async_wait<0>();
+}
+
+// ---------------------------------------------------------------- traced probes (sanitizer) ----
+
+struct RaceProbe {
+  int variant;  // see ddk_probe_sanitize
+  const float* in;
+  int n;        // elements of `in`
+  float* out;
+};
+
+DDK_GLOBAL void race_probe_kernel(RaceProbe p) {
+  float* s = reinterpret_cast<float*>(dynamic_smem());
+  const unsigned t = thread_idx_x(), l = lane_id(), w = warp_id();
+  switch (p.variant) {
+    case 0:  // clean: write, barrier, read another warp's word
+      st_shared(s + t, 1.0f);
+      sync_block();
+      st_global(p.out + t, ld_shared(s + (t + 32) % block_dim_x()));
+      break;
+    case 1:  // planted race across warps: warp 1 reads what warp 0 writes, no barrier
+      if (w == 0) st_shared(s + l, 2.0f);  // SITE:race_write
+      if (w == 1) st_global(p.out + t, ld_shared(s + l));  // SITE:race_read
+      sync_block();
+      break;
+    case 2:  // planted race inside a warp: lane 1 reads lane 0's word, nothing between
+      if (w == 0 && l == 0) st_shared(s + 5, 3.0f);  // SITE:warp_race_write
+      if (w == 0 && l == 1) st_global(p.out + t, ld_shared(s + 5));  // SITE:warp_race_read
+      break;
+    case 3: {  // the same, ordered by a warp collective: clean
+      if (w == 0 && l == 0) st_shared(s + 5, 3.0f);
+      const float v = shfl_xor(1.0f, 1);
+      if (w == 0 && l == 1) st_global(p.out + t, ld_shared(s + 5) + v);
+      break;
+    }
+    case 4:  // out-of-range global read: thread 3 reads one element past the end
+      st_global(p.out + t, ld_global(p.in + (t == 3 ? p.n : t % p.n)));  // SITE:oob_read
+      break;
+    case 5:  // uninitialised shared read
+      st_global(p.out + t, ld_shared(s + 64 + t));  // SITE:uninit_read
+      break;
+    case 6:  // write-after-read across warps: warp 0 reads, warp 1 overwrites, no barrier
+      st_shared(s + t, 1.0f);
+      sync_block();
+      if (w == 0) st_global(p.out + t, ld_shared(s + 32 + l));  // SITE:war_read
+      if (w == 1) st_shared(s + t, 4.0f);                        // SITE:war_write
+      sync_block();
+      break;
+    case 7: {  // cp.async landing in a buffer another warp reads without a barrier after the wait
+      char* c = dynamic_smem();
+      if (w == 0) {
+        cp_async_16(c + 16 * l, p.in + 4 * l, true);  // SITE:cp_race_write
+        cp_async_wait_all();
+      }
+      if (w == 1) st_global(p.out + t, ld_shared(reinterpret_cast<const float*>(c + 16 * l)));  // SITE:cp_race_read
+      sync_block();
+      break;
+    }
+    case 8: {  // the same with the barrier: clean
+      char* c = dynamic_smem();
+      if (w == 0) {
+        cp_async_16(c + 16 * l, p.in + 4 * l, true);
+        cp_async_wait_all();
+      }
+      sync_block();
+      if (w == 1) st_global(p.out + t, ld_shared(reinterpret_cast<const float*>(c + 16 * l)));
+      break;
+    }
+    default: break;
+  }
+}
+
+char* probe_copy(const std::string& s) {
+  char* out = static_cast<char*>(std::malloc(s.size() + 1));
+  if (out != nullptr) std::memcpy(out, s.c_str(), s.size() + 1);
+  return out;
+}
+
+// The tail of every traced probe: the launch's status, and its counters / findings as malloc'd JSON.
+int traced_finish(const emu::Status& st, const emu::Report& report, const emu::LaunchOptions& opt, char** counters,
+                  char** findings, char* err, int err_len) {
+  *counters = opt.count && st.ok() ? probe_copy(report.counters_json()) : nullptr;
+  *findings = opt.sanitize && st.ok() ? probe_copy(report.sanitizer_json()) : nullptr;
+  return finish(st, err, err_len);
+}
+
+emu::LaunchOptions traced_options(emu::Report& report, int flags, int workers) {
+  emu::LaunchOptions opt;
+  opt.report = &report;
+  opt.count = (flags & 1) != 0;
+  opt.sanitize = (flags & 2) != 0;
+  opt.group_shapes = (flags & 4) != 0;
+  opt.workers = workers;
+  opt.kernel_name = "probe";
+  return opt;
+}
+
 }  // namespace
 
 extern "C" {
@@ -426,5 +638,68 @@ void ddk_probe_bf16(const float* in, int n, uint16_t* bits, uint32_t* packed, fl
 }
 
 float ddk_probe_exp2(float x) { return fast_exp2(x); }
+
+// Traced probes. flags: bit 0 counters, bit 1 sanitizer, bit 2 group CTAs by shape. *counters and
+// *findings receive malloc'd JSON (free with ddk_probe_free), or nullptr.
+int ddk_probe_smem(const int* offsets, int width, int store, unsigned active, int flags, char** counters,
+                   char** findings, char* err, int err_len) {
+  static std::uint32_t sink[32];
+  emu::Report report;
+  const emu::LaunchOptions opt = traced_options(report, flags, 1);
+  const emu::Status st = emu::launch_with(opt, smem_probe_kernel, {1}, 32, 8192, SmemProbe{offsets, width, store, active, sink});
+  return traced_finish(st, report, opt, counters, findings, err, err_len);
+}
+
+int ddk_probe_ldm(const int* offsets, int variant, int flags, char** counters, char** findings, char* err,
+                  int err_len) {
+  static std::uint32_t sink[32];
+  emu::Report report;
+  const emu::LaunchOptions opt = traced_options(report, flags, 1);
+  const emu::Status st = emu::launch_with(opt, ldm_probe_kernel, {1}, 32, 8192, LdmProbe{offsets, variant, sink});
+  return traced_finish(st, report, opt, counters, findings, err, err_len);
+}
+
+int ddk_probe_global(const float* data, const int* index, float* out, int stores, unsigned blocks, unsigned threads,
+                     int flags, int workers, char** counters, char** findings, char* err, int err_len) {
+  emu::Report report;
+  const emu::LaunchOptions opt = traced_options(report, flags, workers);
+  const emu::Status st =
+      emu::launch_with(opt, global_probe_kernel, {blocks}, threads, 0, GlobalProbe{data, index, out, stores});
+  return traced_finish(st, report, opt, counters, findings, err, err_len);
+}
+
+int ddk_probe_phases(float* out, unsigned threads, int flags, char** counters, char** findings, char* err,
+                     int err_len) {
+  emu::Report report;
+  const emu::LaunchOptions opt = traced_options(report, flags, 1);
+  const emu::Status st = emu::launch_with(opt, phase_probe_kernel, {1}, threads, 4 * threads, out);
+  return traced_finish(st, report, opt, counters, findings, err, err_len);
+}
+
+int ddk_probe_cp_traced(const uint8_t* src, uint8_t* out, int n_chunks, int flags, int late_wait_phases,
+                        char** counters, char** findings, char* err, int err_len) {
+  emu::Report report;
+  emu::LaunchOptions opt = traced_options(report, flags, 1);
+  opt.late_wait_phases = late_wait_phases;
+  const emu::Status st = emu::launch_with(opt, cp_probe_kernel, {1}, 32, 1024, PipeArgs{src, out, n_chunks});
+  return traced_finish(st, report, opt, counters, findings, err, err_len);
+}
+
+// variant: 0 clean, 1 cross-warp write-read race, 2 intra-warp race, 3 intra-warp ordered by shfl (clean),
+// 4 out-of-range global read, 5 uninitialised shared read, 6 cross-warp read-write race, 7 cp.async race,
+// 8 cp.async with the barrier (clean). `in` is registered as buffer "in" of n floats, `out` as "out".
+int ddk_probe_sanitize(int variant, const float* in, int n, float* out, int out_n, int flags, char** counters,
+                       char** findings, char* err, int err_len) {
+  emu::Report report;
+  emu::LaunchOptions opt = traced_options(report, flags, 1);
+  const emu::Buffer buffers[2] = {{"in", in, static_cast<std::size_t>(n) * sizeof(float)},
+                                  {"out", out, static_cast<std::size_t>(out_n) * sizeof(float)}};
+  opt.buffers = buffers;
+  opt.n_buffers = 2;
+  const emu::Status st = emu::launch_with(opt, race_probe_kernel, {2}, 64, 1024, RaceProbe{variant, in, n, out});
+  return traced_finish(st, report, opt, counters, findings, err, err_len);
+}
+
+void ddk_probe_free(char* p) { std::free(p); }
 
 }  // extern "C"

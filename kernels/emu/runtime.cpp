@@ -2,6 +2,10 @@
 // See runtime.h for the model. Compiled into every emulation library (g++ -std=c++20 -O2 -fPIC).
 #include "runtime.h"
 
+#include "counters.h"
+#include "sanitizer.h"
+#include "wavefronts.h"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -15,6 +19,8 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #if defined(__x86_64__) && !defined(DDK_EMU_UCONTEXT)
@@ -36,6 +42,25 @@
 #endif
 
 namespace ddk::emu {
+
+std::string Report::counters_json() const {
+  std::string s = "{\"kernels\": [";
+  for (std::size_t i = 0; i < kernels.size(); ++i) s += (i ? ", " : "") + kernels[i];
+  return s + "]}";
+}
+
+std::string Report::sanitizer_json() const {
+  std::string s = "{\"clean\": ";
+  s += findings_total == 0 ? "true" : "false";
+  s += ", \"findings_total\": " + std::to_string(findings_total);
+  s += ", \"truncated\": ";
+  s += findings_total > 0 && findings.size() >= kMaxFindings ? "true" : "false";
+  s += ", \"findings\": [";
+  for (std::size_t i = 0; i < findings.size(); ++i) s += (i ? ", " : "") + findings[i];
+  s += "], \"checked\": [";
+  for (std::size_t i = 0; i < checked.size(); ++i) s += (i ? ", " : "") + checked[i];
+  return s + "]}";
+}
 
 int copy_status(const Status& status, char* buf, std::size_t len) {
   if (buf != nullptr && len > 0) {
@@ -257,7 +282,11 @@ struct CpCopy {
   void* dst;
   const void* src;
   bool valid;
+  std::uint32_t issue_epoch1 = 0, issue_warp_epoch = 0;  // traced launches: when it was issued, where
+  std::uint16_t site = 0;
 };
+
+struct Trace;
 
 enum class FState : std::uint8_t { Ready, WaitWarp, WaitBarrier, Diverged, Done };
 
@@ -271,7 +300,9 @@ struct Fiber {
   std::vector<CpCopy> cp;                // queued copies (cp_head.. are pending)
   std::size_t cp_head = 0;
   std::vector<std::size_t> cp_groups;    // end index (into cp) of each committed group
+  std::vector<std::uint32_t> cp_group_epoch;  // traced launches: the block epoch of each commit
   std::size_t cp_group_head = 0;
+  std::uint32_t wait_ordinal = 0;        // traced launches: cp.async waits this thread has made
   Stack stack;
 };
 
@@ -315,6 +346,7 @@ struct Worker {
 
   bool failed = false;
   Status status;
+  Trace* trace = nullptr;  // the launch's instrumentation state for this worker, when traced
 
   ~Worker() { std::free(smem_alloc); }
 
@@ -411,6 +443,454 @@ void fail(Worker& w, int code, std::string msg) {
   w.status.message = "ddk-emu: " + std::move(msg);
 }
 
+// ------------------------------------------------------------------------------ instrumentation --
+//
+// Traced launches (LaunchOptions::count / sanitize). Memory accesses of one warp are grouped into warp
+// instructions the SIMT way: the k-th execution of a call site by each lane of a warp is one
+// instruction, whose active lanes are those that executed it. Instructions are closed when their warp
+// meets at a collective or the block at a barrier (every lane of the warp is then past them), and at
+// the end of the block.
+
+struct MemInstr {
+  std::uint16_t site = 0;
+  std::uint8_t kind = 0;  // 0 shared load/store, 1 global load/store, 2 cp.async
+  bool store = false;
+  std::uint8_t width = 0;
+  std::uint32_t mask = 0, valid = 0;
+  std::uint64_t addr[32];
+  std::uint64_t src[32];
+};
+
+struct SiteOcc {
+  std::uint32_t count[32] = {};
+  std::vector<std::uint32_t> instr;  // occurrence k -> index into the warp's pending instructions
+  bool touched = false;
+};
+
+struct WarpTrace {
+  std::vector<MemInstr> pending;
+  std::vector<SiteOcc> occ;  // by site id
+  std::vector<std::uint16_t> touched;
+  std::uint32_t epoch = 0;  // warp collectives completed by this warp in this block
+};
+
+struct SiteKeyHash {
+  std::size_t operator()(const std::pair<const char*, std::uint64_t>& k) const {
+    return std::hash<const void*>()(k.first) ^ (std::hash<std::uint64_t>()(k.second) * 0x9e3779b97f4a7c15ull);
+  }
+};
+
+struct FindingRec {
+  std::string key;   // what makes two findings the same (check, hazard, sites, buffer)
+  std::string json;  // without "count"
+  std::uint64_t cta_linear = 0, seq = 0, count = 0;
+};
+
+constexpr std::size_t kMaxPending = 1u << 16;  // per warp; past it instructions close early (see README)
+
+struct Trace {
+  const LaunchOptions* opt = nullptr;
+  bool count = false, sanitize = false;
+  std::vector<Site> sites;
+  std::unordered_map<std::pair<const char*, std::uint64_t>, std::uint16_t, SiteKeyHash> site_ids;
+  std::vector<WarpTrace> warps;
+  std::uint32_t epoch = 0;  // barriers the current block has passed
+  CtaRecord cta;
+  std::vector<CtaRecord> done;
+  std::unordered_set<std::uint64_t> cta_sectors, launch_sectors;
+  Shadow shadow;
+  std::vector<FindingRec> findings;
+  std::unordered_map<std::string, std::size_t> finding_index;
+  std::uint64_t findings_total = 0, finding_seq = 0;
+  std::uint64_t shared_checked = 0, global_checked = 0;
+  bool pending_overflow = false;
+  std::uint64_t weight = 1;  // of the block now running (sampled launches)
+};
+
+std::uint16_t intern_site(Trace& t, const Site& site) {
+  const std::uint64_t lc = (static_cast<std::uint64_t>(site.line()) << 32) | site.column();
+  auto key = std::make_pair(site.file_name(), lc);
+  auto it = t.site_ids.find(key);
+  if (it != t.site_ids.end()) return it->second;
+  const auto id = static_cast<std::uint16_t>(t.sites.size() < 65535 ? t.sites.size() : 65535);
+  if (t.sites.size() < 65535) t.sites.push_back(site);
+  t.site_ids.emplace(key, id);
+  return id;
+}
+
+std::string site_of(const Trace& t, std::uint16_t id) {
+  return id < t.sites.size() ? site_str(t.sites[id]) : std::string("<many sites>");
+}
+
+std::string json_escape(const std::string& in) {
+  std::string out;
+  for (char c : in) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt("\\u%04x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void add_finding(Worker& w, std::string key, const std::string& json_body) {
+  Trace& t = *w.trace;
+  ++t.findings_total;
+  auto it = t.finding_index.find(key);
+  if (it != t.finding_index.end()) {
+    ++t.findings[it->second].count;
+    return;
+  }
+  const std::uint64_t linear = w.bx + std::uint64_t{w.grid.x} * (w.by + std::uint64_t{w.grid.y} * w.bz);
+  t.finding_index.emplace(key, t.findings.size());
+  t.findings.push_back({std::move(key), json_body, linear, t.finding_seq++, 1});
+}
+
+std::string who_json(unsigned tid, const std::string& site) {
+  return fmt("{\"site\": \"%s\", \"thread\": %u, \"warp\": %u, \"lane\": %u}", json_escape(site).c_str(), tid,
+             tid / 32, tid % 32);
+}
+
+// ---------------------------------------------------------------------------------- counting --
+
+void add_sectors(Trace& t, CtaRecord& c, const std::uint64_t* addr, std::uint32_t mask, unsigned width) {
+  std::uint64_t sec[64];
+  unsigned n = 0;
+  for (unsigned l = 0; l < 32; ++l) {
+    if (!(mask >> l & 1u)) continue;
+    for (std::uint64_t s = addr[l] >> 5; s <= (addr[l] + width - 1) >> 5; ++s) sec[n++] = s;
+  }
+  std::sort(sec, sec + n);
+  const unsigned distinct = static_cast<unsigned>(std::unique(sec, sec + n) - sec);
+  c.sectors += distinct;
+  for (unsigned i = 0; i < distinct; ++i) t.cta_sectors.insert(sec[i]);
+}
+
+void close_instruction(Worker& w, const MemInstr& m) {
+  Trace& t = *w.trace;
+  CtaRecord& c = t.cta;
+  Phase& ph = c.phase();
+  const auto base = reinterpret_cast<std::uint64_t>(w.smem);
+  const unsigned lanes = static_cast<unsigned>(__builtin_popcount(m.mask));
+  auto shared_side = [&](int kind, const std::uint64_t* addr, std::uint32_t mask, unsigned width) {
+    std::uint64_t off[32] = {};
+    for (unsigned l = 0; l < 32; ++l)
+      if (mask >> l & 1u) off[l] = addr[l] - base;
+    const wavefronts::Cost cost = wavefronts::lane_access(off, mask, width);
+    c.shared_instr[kind] += 1;
+    c.shared_wf[kind] += cost.wavefronts;
+    c.bank_conflicts += cost.wavefronts - cost.ideal;
+    ph.shared_wavefronts += cost.wavefronts;
+  };
+  if (m.kind == 0) {
+    shared_side(shared_kind_of(m.store, m.width), m.addr, m.mask, m.width);
+    ++ph.ops[static_cast<int>(m.store ? Op::StShared : Op::LdShared)];
+  } else if (m.kind == 1) {
+    const std::uint64_t bytes = std::uint64_t{lanes} * m.width;
+    if (m.store) {
+      c.store_bytes += bytes;
+      ph.global_store_bytes += bytes;
+    } else {
+      c.load_bytes += bytes;
+      ph.global_bytes += bytes;
+    }
+    add_sectors(t, c, m.addr, m.mask, m.width);
+    ++ph.ops[static_cast<int>(m.store ? Op::StGlobal : Op::LdGlobal)];
+  } else {
+    shared_side(kCpAsync16, m.addr, m.mask, 16);
+    const std::uint64_t bytes = 16ull * static_cast<unsigned>(__builtin_popcount(m.valid));
+    c.cp_async_bytes += bytes;
+    ph.global_bytes += bytes;
+    add_sectors(t, c, m.src, m.valid, 16);
+    ++ph.ops[static_cast<int>(Op::CpAsync)];
+  }
+}
+
+void flush_warp(Worker& w, unsigned warp) {
+  Trace& t = *w.trace;
+  WarpTrace& wt = t.warps[warp];
+  if (wt.pending.empty()) return;
+  for (const MemInstr& m : wt.pending) close_instruction(w, m);
+  wt.pending.clear();
+  for (std::uint16_t id : wt.touched) {
+    SiteOcc& so = wt.occ[id];
+    std::memset(so.count, 0, sizeof so.count);
+    so.instr.clear();
+    so.touched = false;
+  }
+  wt.touched.clear();
+}
+
+void flush_all(Worker& w) {
+  for (unsigned wp = 0; wp < w.nthreads / 32; ++wp) flush_warp(w, wp);
+}
+
+void record_lane(Worker& w, const Fiber& f, std::uint16_t site, std::uint8_t kind, bool store, unsigned width,
+                 std::uint64_t addr, std::uint64_t src, bool valid) {
+  Trace& t = *w.trace;
+  WarpTrace& wt = t.warps[f.view.warp];
+  if (wt.pending.size() >= kMaxPending) {
+    t.pending_overflow = true;
+    flush_warp(w, f.view.warp);
+  }
+  if (wt.occ.size() <= site) wt.occ.resize(site + 1u);
+  SiteOcc& so = wt.occ[site];
+  if (!so.touched) {
+    so.touched = true;
+    wt.touched.push_back(site);
+  }
+  const unsigned lane = f.view.lane;
+  const std::uint32_t k = so.count[lane]++;
+  if (k == so.instr.size()) {
+    so.instr.push_back(static_cast<std::uint32_t>(wt.pending.size()));
+    MemInstr& m = wt.pending.emplace_back();
+    m.site = site;
+    m.kind = kind;
+    m.store = store;
+    m.width = static_cast<std::uint8_t>(width);
+  }
+  MemInstr& m = wt.pending[so.instr[k]];
+  m.mask |= 1u << lane;
+  m.addr[lane] = addr;
+  if (kind == 2) {
+    m.src[lane] = src;
+    if (valid) m.valid |= 1u << lane;
+  }
+}
+
+// --------------------------------------------------------------------------------- sanitizer --
+
+AccessNow access_now(const Trace& t, const Fiber& f, std::uint16_t site) {
+  AccessNow a;
+  a.at.epoch1 = t.epoch + 1;
+  a.at.warp_epoch = t.warps[f.view.warp].epoch;
+  a.at.tid = static_cast<std::uint16_t>(f.view.tid);
+  a.at.site = site;
+  a.epoch_lo1 = a.at.epoch1;
+  a.warp_epoch_lo = a.at.warp_epoch;
+  return a;
+}
+
+void race_finding(Worker& w, const char* hazard, const ShadowAccess& prev, const AccessNow& now,
+                  std::size_t offset, const char* what) {
+  Trace& t = *w.trace;
+  const std::string s1 = site_of(t, prev.site), s2 = site_of(t, now.at.site);
+  const bool first_writes = hazard[0] == 'w';
+  const bool second_writes = hazard[std::strlen(hazard) - 1] == 'e';
+  std::string msg = fmt(
+      "racecheck: %s hazard on shared memory offset %zu in %s: %s by warp %u lane %u at %s, then %s by warp %u "
+      "lane %u at %s (%s), with no sync_block%s between",
+      hazard, offset, block_str(w).c_str(), first_writes ? "written" : "read", prev.tid / 32u, prev.tid % 32u,
+      s1.c_str(), second_writes ? "written" : "read", now.at.tid / 32u, now.at.tid % 32u, s2.c_str(), what,
+      prev.tid / 32u == now.at.tid / 32u ? " or warp collective" : "");
+  std::string body = fmt(
+      "{\"check\": \"racecheck\", \"hazard\": \"%s\", \"kernel\": \"%s\", \"space\": \"shared\", \"offset\": %zu, "
+      "\"cta\": [%u, %u, %u], \"first\": %s, \"second\": %s, \"message\": \"%s\"",
+      hazard, json_escape(t.opt->kernel_name).c_str(), offset, w.bx, w.by, w.bz, who_json(prev.tid, s1).c_str(),
+      who_json(now.at.tid, s2).c_str(), json_escape(msg).c_str());
+  add_finding(w, fmt("race|%s|%s|%s", hazard, s1.c_str(), s2.c_str()), body);
+}
+
+// Checks an access of [offset, offset + n) of shared memory, then records it. `what` names the access.
+void shadow_access(Worker& w, const AccessNow& now, std::size_t offset, unsigned n, bool store, bool record,
+                   const char* what) {
+  Trace& t = *w.trace;
+  ++t.shared_checked;
+  bool raced_w = false, raced_r = false, uninit = false;
+  for (std::size_t b = offset; b < offset + n && b < w.smem_bytes; ++b) {
+    ShadowByte& sb = t.shadow.bytes[b];
+    if (!raced_w && unordered(sb.write, now)) {
+      race_finding(w, store ? "write-write" : "write-read", sb.write, now, b, what);
+      raced_w = true;
+    }
+    if (store) {
+      const ShadowAccess& other = sb.read1.tid != now.at.tid ? sb.read1 : sb.read2;
+      if (!raced_r && unordered(other, now)) {
+        race_finding(w, "read-write", other, now, b, what);
+        raced_r = true;
+      }
+      if (record) {
+        sb.write = now.at;
+        sb.read1 = sb.read2 = ShadowAccess{};
+      }
+    } else {
+      if (sb.write.epoch1 == 0) uninit = true;
+      if (record) {
+        if (sb.read1.epoch1 != 0 && sb.read1.tid != now.at.tid) sb.read2 = sb.read1;
+        sb.read1 = now.at;
+      }
+    }
+  }
+  if (uninit) {
+    const std::string s = site_of(t, now.at.site);
+    std::string msg = fmt(
+        "initcheck: %s of %u bytes at shared memory offset %zu in %s by warp %u lane %u at %s reads bytes no thread "
+        "of the block wrote (they hold the 0xCD fill)",
+        what, n, offset, block_str(w).c_str(), now.at.tid / 32u, now.at.tid % 32u, s.c_str());
+    std::string body =
+        fmt("{\"check\": \"initcheck\", \"hazard\": \"uninitialized\", \"kernel\": \"%s\", \"space\": \"shared\", "
+            "\"offset\": %zu, \"bytes\": %u, \"cta\": [%u, %u, %u], \"first\": %s, \"message\": \"%s\"",
+            json_escape(t.opt->kernel_name).c_str(), offset, n, w.bx, w.by, w.bz, who_json(now.at.tid, s).c_str(),
+            json_escape(msg).c_str());
+    add_finding(w, "init|" + s, body);
+  }
+}
+
+const Buffer* containing_buffer(const LaunchOptions& o, std::uint64_t a, unsigned n) {
+  for (int i = 0; i < o.n_buffers; ++i) {
+    const auto base = reinterpret_cast<std::uint64_t>(o.buffers[i].base);
+    if (o.buffers[i].base != nullptr && a >= base && a + n <= base + o.buffers[i].bytes) return &o.buffers[i];
+  }
+  return nullptr;
+}
+
+// memcheck of a global access; false (and a finding) when it is outside every registered buffer.
+bool check_global(Worker& w, const Fiber& f, std::uint16_t site, const void* p, unsigned n, bool store,
+                  const char* what) {
+  Trace& t = *w.trace;
+  const LaunchOptions& o = *t.opt;
+  if (o.n_buffers <= 0) return true;
+  ++t.global_checked;
+  const auto a = reinterpret_cast<std::uint64_t>(p);
+  if (containing_buffer(o, a, n) != nullptr) return true;
+  // Name the buffer the address is nearest to: the last one starting at or below it, else the first above.
+  const Buffer* near = nullptr;
+  for (int i = 0; i < o.n_buffers; ++i) {
+    const auto base = reinterpret_cast<std::uint64_t>(o.buffers[i].base);
+    if (o.buffers[i].base == nullptr) continue;
+    if (base <= a && (near == nullptr || reinterpret_cast<std::uint64_t>(near->base) > a ||
+                      base > reinterpret_cast<std::uint64_t>(near->base)))
+      near = &o.buffers[i];
+    else if (base > a && (near == nullptr || (reinterpret_cast<std::uint64_t>(near->base) > a &&
+                                              base < reinterpret_cast<std::uint64_t>(near->base))))
+      near = &o.buffers[i];
+  }
+  const std::string s = site_of(t, site);
+  const char* name = near ? near->name : "?";
+  const long long off = near ? static_cast<long long>(a - reinterpret_cast<std::uint64_t>(near->base)) : 0;
+  const std::size_t size = near ? near->bytes : 0;
+  std::string msg = fmt(
+      "memcheck: out-of-range global %s of %u bytes at offset %lld of buffer '%s' (%zu bytes) in %s, %s, at %s",
+      what, n, off, name, size, block_str(w).c_str(), thread_str(f).c_str(), s.c_str());
+  std::string body = fmt(
+      "{\"check\": \"memcheck\", \"hazard\": \"out-of-range\", \"kernel\": \"%s\", \"space\": \"global\", "
+      "\"buffer\": \"%s\", \"buffer_bytes\": %zu, \"offset\": %lld, \"bytes\": %u, \"cta\": [%u, %u, %u], "
+      "\"first\": %s, \"message\": \"%s\"",
+      json_escape(o.kernel_name).c_str(), json_escape(name).c_str(), size, off, n, w.bx, w.by, w.bz,
+      who_json(f.view.tid, s).c_str(), json_escape(msg).c_str());
+  add_finding(w, fmt("mem|%s|%s|%d", s.c_str(), name, store ? 1 : 0), body);
+  return false;
+}
+
+bool check_shared_range(Worker& w, const Fiber& f, std::uint16_t site, const void* p, unsigned n, const char* what) {
+  const auto a = reinterpret_cast<std::uint64_t>(p), base = reinterpret_cast<std::uint64_t>(w.smem);
+  if (a >= base && a + n <= base + w.smem_bytes) return true;
+  Trace& t = *w.trace;
+  const std::string s = site_of(t, site);
+  const long long off = static_cast<long long>(a - base);
+  std::string msg = fmt("memcheck: out-of-range shared %s of %u bytes at offset %lld of the %zu-byte dynamic shared "
+                        "memory in %s, %s, at %s",
+                        what, n, off, w.smem_bytes, block_str(w).c_str(), thread_str(f).c_str(), s.c_str());
+  std::string body = fmt(
+      "{\"check\": \"memcheck\", \"hazard\": \"out-of-range\", \"kernel\": \"%s\", \"space\": \"shared\", "
+      "\"buffer\": \"shared\", \"buffer_bytes\": %zu, \"offset\": %lld, \"bytes\": %u, \"cta\": [%u, %u, %u], "
+      "\"first\": %s, \"message\": \"%s\"",
+      json_escape(t.opt->kernel_name).c_str(), w.smem_bytes, off, n, w.bx, w.by, w.bz,
+      who_json(f.view.tid, s).c_str(), json_escape(msg).c_str());
+  add_finding(w, fmt("mem|%s|shared", s.c_str()), body);
+  return false;
+}
+
+void trace_block_start(Worker& w) {
+  Trace& t = *w.trace;
+  t.epoch = 0;
+  if (t.warps.size() < w.nthreads / 32) t.warps.resize(w.nthreads / 32);
+  for (WarpTrace& wt : t.warps) {
+    wt.pending.clear();
+    for (std::uint16_t id : wt.touched) {
+      std::memset(wt.occ[id].count, 0, sizeof wt.occ[id].count);
+      wt.occ[id].instr.clear();
+      wt.occ[id].touched = false;
+    }
+    wt.touched.clear();
+    wt.epoch = 0;
+  }
+  t.cta = CtaRecord{};
+  t.cta.x = w.bx;
+  t.cta.y = w.by;
+  t.cta.z = w.bz;
+  t.cta.linear = w.bx + std::uint64_t{w.grid.x} * (w.by + std::uint64_t{w.grid.y} * w.bz);
+  t.cta.weight = t.weight;
+  t.cta_sectors.clear();
+  if (t.sanitize) t.shadow.reset(w.smem_bytes);
+}
+
+void trace_block_end(Worker& w) {
+  Trace& t = *w.trace;
+  flush_all(w);
+  if (!t.count) return;
+  for (WaitRecord& r : t.cta.waits)
+    r.late = r.bytes_completed > 0 && r.phases_ahead < t.opt->late_wait_phases;
+  t.cta.unique_sectors = t.cta_sectors.size();
+  t.launch_sectors.insert(t.cta_sectors.begin(), t.cta_sectors.end());
+  t.done.push_back(std::move(t.cta));
+}
+
+// At the last lane's arrival, before the collective's effect: close the warp's instructions, count it.
+void trace_collective(Worker& w, Coll kind, const WarpSlot& s, unsigned warp) {
+  Trace& t = *w.trace;
+  flush_warp(w, warp);
+  const std::uint16_t site = intern_site(t, s.site);
+  const int nmat = kind == Coll::LdmX4 || kind == Coll::LdmX4Trans ? 4
+                   : kind == Coll::LdmX2 || kind == Coll::LdmX2Trans ? 2 : 0;
+  if (nmat > 0 && t.sanitize) {
+    for (unsigned l = 0; l < static_cast<unsigned>(8 * nmat); ++l) {
+      Fiber& lf = *w.fibers[warp * 32 + l];
+      const std::size_t off = static_cast<std::size_t>(static_cast<const char*>(s.args[l].in0) - w.smem);
+      shadow_access(w, access_now(t, lf, site), off, 16, false, true, coll_name(kind));
+    }
+  }
+  if (t.count) {
+    Phase& ph = t.cta.phase();
+    if (kind == Coll::Mma) {
+      ++ph.mma;
+      ++ph.ops[static_cast<int>(Op::Mma)];
+    } else if (kind == Coll::ShflXor) {
+      ++ph.shuffles;
+      ++ph.ops[static_cast<int>(Op::Shfl)];
+    } else if (nmat > 0) {
+      std::uint64_t off[32] = {};
+      for (unsigned l = 0; l < static_cast<unsigned>(8 * nmat); ++l)
+        off[l] = static_cast<std::uint64_t>(static_cast<const char*>(s.args[l].in0) - w.smem);
+      const wavefronts::Cost cost = wavefronts::ldmatrix(off, static_cast<unsigned>(nmat));
+      const bool trans = kind == Coll::LdmX4Trans || kind == Coll::LdmX2Trans;
+      const int k = (nmat == 4 ? kLdmX4 : kLdmX2) + (trans ? 1 : 0);
+      t.cta.shared_instr[k] += 1;
+      t.cta.shared_wf[k] += cost.wavefronts;
+      t.cta.bank_conflicts += cost.wavefronts - cost.ideal;
+      ph.shared_wavefronts += cost.wavefronts;
+      ++ph.ops[static_cast<int>(Op::Ldmatrix)];
+    }
+  }
+  ++t.warps[warp].epoch;
+}
+
+// At the barrier's completion: the phase ends.
+void trace_barrier(Worker& w) {
+  Trace& t = *w.trace;
+  flush_all(w);
+  if (t.count) {
+    t.cta.phase().ops[static_cast<int>(Op::SyncBlock)] += w.nthreads / 32;  // one bar.sync per warp
+    ++t.cta.barriers;
+    t.cta.phases.emplace_back();
+  }
+  ++t.epoch;
+}
+
 // ------------------------------------------------------------------------------------ scheduling --
 
 // Leaves fiber f (blocked, done, or aborting) for the next runnable fiber, or for the block's
@@ -462,6 +942,7 @@ void fiber_main(void* p) {
   f->state = FState::Done;
   f->cp.clear();  // copies never waited for are dropped: nothing in this thread can observe them
   f->cp_groups.clear();
+  f->cp_group_epoch.clear();
   ++w->done;
   switch_to_next(f, true);
   std::abort();  // unreachable: a finished fiber is never switched to again
@@ -775,7 +1256,10 @@ void run_block(Worker& w, unsigned bx, unsigned by, unsigned bz, unsigned block_
     f.cp.clear();
     f.cp_head = 0;
     f.cp_groups.clear();
+    f.cp_group_epoch.clear();
     f.cp_group_head = 0;
+    f.wait_ordinal = 0;
+    f.view.traced = w.trace != nullptr;
     unpoison_stack(f.stack.lo, f.stack.bytes);  // frames abandoned by an earlier block
     init_context(f.ctx, f.stack.lo, f.stack.bytes, &fiber_main, &f);
   }
@@ -787,6 +1271,7 @@ void run_block(Worker& w, unsigned bx, unsigned by, unsigned bz, unsigned block_
   w.bar_waiting.clear();
   w.done = 0;
   std::memset(w.smem, kSmemFill, w.smem_bytes);
+  if (w.trace != nullptr) trace_block_start(w);
   w.q_head = 0;
   w.q_count = 0;
   for (unsigned i = 0; i < block_x; ++i) w.push(w.fibers[i].get());
@@ -808,7 +1293,9 @@ void run_block(Worker& w, unsigned bx, unsigned by, unsigned bz, unsigned block_
     fail(w, kMemoryError,
          fmt("%s wrote outside its %zu-byte dynamic shared memory (the guard bytes before or after it changed)",
              block_str(w).c_str(), w.smem_bytes));
+    return;
   }
+  if (w.trace != nullptr) trace_block_end(w);
 }
 
 std::mutex g_pool_mu;
@@ -872,6 +1359,7 @@ void warp_collective(Coll kind, const LaneArgs& args, const Site& site) {
     switch_to_next(f);
     return;  // the last lane to arrive wrote this lane's result
   }
+  if (w.trace != nullptr) trace_collective(w, kind, s, warp);
   bool ok = true;
   switch (kind) {
     case Coll::ShflXor: compute_shfl(s); break;
@@ -916,6 +1404,7 @@ void sync_block(const Site& site) {
     return;
   }
   w.bar_arrived = 0;
+  if (w.trace != nullptr) trace_barrier(w);
   for (Fiber* g : w.bar_waiting) {
     g->state = FState::Ready;
     g->wait_kind = Coll::None;
@@ -940,13 +1429,75 @@ void cp_async_16(void* smem_dst, const void* gmem_src, bool valid, const Site& s
              gmem_src == nullptr ? "is a null pointer" : fmt("%p is not 16-byte aligned", gmem_src).c_str()));
     abort_to_main(f);
   }
-  f->cp.push_back({smem_dst, gmem_src, valid});
+  if (w.trace == nullptr) {
+    f->cp.push_back({smem_dst, gmem_src, valid});
+    return;
+  }
+  Trace& t = *w.trace;
+  const std::uint16_t id = intern_site(t, site);
+  if (t.sanitize) {
+    // A source outside every buffer is refused: the copy becomes a zero fill and a finding.
+    if (valid && !check_global(w, *f, id, gmem_src, 16, false, "cp_async_16 read")) valid = false;
+    // The copy may land any time from now: check it against what other threads did so far.
+    shadow_access(w, access_now(t, *f, id), static_cast<std::size_t>(static_cast<char*>(smem_dst) - w.smem), 16,
+                  true, false, "cp_async_16 write");
+  }
+  if (t.count)
+    record_lane(w, *f, id, 2, true, 16, reinterpret_cast<std::uint64_t>(smem_dst),
+                reinterpret_cast<std::uint64_t>(gmem_src), valid);
+  CpCopy c{smem_dst, gmem_src, valid};
+  c.issue_epoch1 = t.epoch + 1;
+  c.issue_warp_epoch = t.warps[f->view.warp].epoch;
+  c.site = id;
+  f->cp.push_back(c);
 }
 
 void cp_async_commit() {
   Fiber* f = current_fiber("cp_async_commit");
   f->cp_groups.push_back(f->cp.size());
+  if (f->worker->trace != nullptr) f->cp_group_epoch.push_back(f->worker->trace->epoch);
 }
+
+namespace {
+
+// A traced wait: what it finds in flight and what it completes, into the CTA's wait record.
+void trace_wait(Worker& w, Fiber& f, std::size_t last_group, bool completes) {
+  Trace& t = *w.trace;
+  if (!t.count) return;
+  std::uint64_t in_flight = 0, completed = 0;
+  for (std::size_t i = f.cp_head; i < f.cp.size(); ++i) in_flight += f.cp[i].valid ? 16 : 0;
+  long long ahead = -1;
+  if (completes) {
+    std::size_t begin = f.cp_head;
+    for (std::size_t g = f.cp_group_head; g <= last_group; ++g) {
+      std::uint64_t bytes = 0;
+      for (std::size_t i = begin; i < f.cp_groups[g]; ++i) bytes += f.cp[i].valid ? 16 : 0;
+      if (f.cp_groups[g] > begin) begin = f.cp_groups[g];
+      if (bytes == 0) continue;
+      completed += bytes;
+      const long long a = static_cast<long long>(t.epoch) - static_cast<long long>(f.cp_group_epoch[g]);
+      if (ahead < 0 || a < ahead) ahead = a;
+    }
+  }
+  if (t.cta.waits.size() <= f.wait_ordinal) t.cta.waits.resize(f.wait_ordinal + 1u);
+  WaitRecord& r = t.cta.waits[f.wait_ordinal++];
+  r.bytes_in_flight += in_flight;
+  r.bytes_completed += completed;
+  if (ahead >= 0 && (r.phases_ahead < 0 || ahead < r.phases_ahead)) r.phases_ahead = ahead;
+}
+
+// A traced copy landing: checked against every other thread's access since its issue, then recorded.
+void trace_copy_lands(Worker& w, Fiber& f, const CpCopy& c) {
+  Trace& t = *w.trace;
+  if (!t.sanitize) return;
+  AccessNow now = access_now(t, f, c.site);
+  now.epoch_lo1 = c.issue_epoch1;
+  now.warp_epoch_lo = c.issue_warp_epoch;
+  shadow_access(w, now, static_cast<std::size_t>(static_cast<char*>(c.dst) - w.smem), 16, true, true,
+                "cp_async_16 write");
+}
+
+}  // namespace
 
 void cp_async_wait(int n, const Site&) {
   Fiber* f = current_fiber("cp_async_wait");
@@ -954,8 +1505,10 @@ void cp_async_wait(int n, const Site&) {
   if (committed > static_cast<std::size_t>(n)) {
     const std::size_t last = f->cp_group_head + committed - static_cast<std::size_t>(n) - 1;
     const std::size_t upto = f->cp_groups[last];
+    if (f->worker->trace != nullptr) trace_wait(*f->worker, *f, last, true);
     for (std::size_t i = f->cp_head; i < upto; ++i) {
       const CpCopy& c = f->cp[i];
+      if (f->worker->trace != nullptr) trace_copy_lands(*f->worker, *f, c);
       if (c.valid)
         std::memcpy(c.dst, c.src, 16);
       else
@@ -963,17 +1516,23 @@ void cp_async_wait(int n, const Site&) {
     }
     if (upto > f->cp_head) f->cp_head = upto;
     f->cp_group_head = last + 1;
+  } else if (f->worker->trace != nullptr) {
+    trace_wait(*f->worker, *f, 0, false);
   }
   // Drop what is done so a pipeline that always keeps groups in flight uses bounded memory.
   if (f->cp_head == f->cp.size() && f->cp_group_head == f->cp_groups.size()) {
     f->cp.clear();
     f->cp_groups.clear();
+    f->cp_group_epoch.clear();
     f->cp_head = 0;
     f->cp_group_head = 0;
   } else if (f->cp_head >= 64 && 2 * f->cp_head >= f->cp.size()) {
     const std::size_t h = f->cp_head;
     f->cp.erase(f->cp.begin(), f->cp.begin() + static_cast<std::ptrdiff_t>(h));
     f->cp_groups.erase(f->cp_groups.begin(), f->cp_groups.begin() + static_cast<std::ptrdiff_t>(f->cp_group_head));
+    if (!f->cp_group_epoch.empty())
+      f->cp_group_epoch.erase(f->cp_group_epoch.begin(),
+                              f->cp_group_epoch.begin() + static_cast<std::ptrdiff_t>(f->cp_group_head));
     for (std::size_t& e : f->cp_groups) e = e >= h ? e - h : 0;
     f->cp_head = 0;
     f->cp_group_head = 0;
@@ -984,6 +1543,101 @@ void cp_async_wait_all(const Site& site) {
   cp_async_commit();
   cp_async_wait(0, site);
 }
+
+bool mem_access(Space space, bool store, const void* p, unsigned bytes, const Site& site) {
+  Fiber* f = current_fiber(store ? "st_shared/st_global" : "ld_shared/ld_global");
+  Worker& w = *f->worker;
+  if (w.trace == nullptr) return true;
+  Trace& t = *w.trace;
+  const std::uint16_t id = intern_site(t, site);
+  if (t.sanitize) {
+    if (space == Space::Global) {
+      if (!check_global(w, *f, id, p, bytes, store, store ? "write" : "read")) return false;
+    } else {
+      if (!check_shared_range(w, *f, id, p, bytes, store ? "write" : "read")) return false;
+      shadow_access(w, access_now(t, *f, id), static_cast<std::size_t>(static_cast<const char*>(p) - w.smem), bytes,
+                    store, true, store ? "st_shared" : "ld_shared");
+    }
+  }
+  if (t.count)
+    record_lane(w, *f, id, space == Space::Shared ? 0 : 1, store, bytes, reinterpret_cast<std::uint64_t>(p), 0,
+                false);
+  return true;
+}
+
+namespace {
+
+// Everything the workers of a traced launch recorded, into the report.
+void merge_traces(const std::vector<std::unique_ptr<Trace>>& traces, const LaunchOptions& o, Dim3 grid,
+                  unsigned block_x, std::size_t smem_bytes) {
+  Report& r = *o.report;
+  if (o.count) {
+    KernelCountersRecord rec;
+    rec.name = o.kernel_name;
+    rec.gx = grid.x;
+    rec.gy = grid.y;
+    rec.gz = grid.z;
+    rec.threads = block_x;
+    rec.smem = smem_bytes;
+    rec.grid_ctas = std::uint64_t{grid.x} * grid.y * grid.z;
+    rec.sampled = o.cta_subset != nullptr;
+    std::unordered_set<std::uint64_t> sectors;
+    for (const auto& t : traces) {
+      for (const CtaRecord& c : t->done) rec.ctas.push_back(c);
+      if (sectors.empty())
+        sectors = t->launch_sectors;
+      else
+        sectors.insert(t->launch_sectors.begin(), t->launch_sectors.end());
+    }
+    std::sort(rec.ctas.begin(), rec.ctas.end(), [](const CtaRecord& a, const CtaRecord& b) { return a.linear < b.linear; });
+    rec.unique_sectors = sectors.size();
+    r.kernels.push_back(rec.json(o.group_shapes));
+  }
+  if (o.sanitize) {
+    std::unordered_map<std::string, FindingRec> merged;
+    std::uint64_t shared_checked = 0, global_checked = 0;
+    bool overflow = false;
+    for (const auto& t : traces) {
+      shared_checked += t->shared_checked;
+      global_checked += t->global_checked;
+      overflow = overflow || t->pending_overflow;
+      r.findings_total += t->findings_total;
+      for (const FindingRec& f : t->findings) {
+        auto it = merged.find(f.key);
+        if (it == merged.end()) {
+          merged.emplace(f.key, f);
+          continue;
+        }
+        FindingRec& m = it->second;
+        m.count += f.count;
+        if (std::make_pair(f.cta_linear, f.seq) < std::make_pair(m.cta_linear, m.seq)) {
+          m.json = f.json;
+          m.cta_linear = f.cta_linear;
+          m.seq = f.seq;
+        }
+      }
+    }
+    std::vector<const FindingRec*> order;
+    for (const auto& [key, f] : merged) order.push_back(&f);
+    std::sort(order.begin(), order.end(), [](const FindingRec* a, const FindingRec* b) {
+      return std::make_tuple(a->cta_linear, a->seq, a->key) < std::make_tuple(b->cta_linear, b->seq, b->key);
+    });
+    for (const FindingRec* f : order) {
+      if (r.findings.size() >= Report::kMaxFindings) break;
+      r.findings.push_back(f->json + fmt(", \"count\": %llu}", static_cast<unsigned long long>(f->count)));
+    }
+    r.checked.push_back(fmt("{\"kernel\": \"%s\", \"ctas\": %llu, \"shared_accesses\": %llu, "
+                            "\"global_accesses\": %llu, \"buffers\": %d}",
+                            json_escape(o.kernel_name).c_str(),
+                            static_cast<unsigned long long>(o.cta_subset != nullptr
+                                                                ? o.n_cta_subset
+                                                                : std::uint64_t{grid.x} * grid.y * grid.z),
+                            static_cast<unsigned long long>(shared_checked),
+                            static_cast<unsigned long long>(global_checked), o.n_buffers));
+  }
+}
+
+}  // namespace
 
 // ------------------------------------------------------------------------------------- launch --
 
@@ -1009,10 +1663,45 @@ Status launch_erased(KernelThunk thunk, const void* args, Dim3 grid, unsigned bl
                       smem_bytes, kMaxSmem);
     return bad;
   }
-  const std::uint64_t nblocks = std::uint64_t{grid.x} * grid.y * grid.z;
+  const std::uint64_t grid_blocks = std::uint64_t{grid.x} * grid.y * grid.z;
+  const bool subset = options.cta_subset != nullptr;
+  const std::uint64_t nblocks = subset ? options.n_cta_subset : grid_blocks;
+  for (std::uint64_t i = 0; subset && i < nblocks; ++i) {
+    if (options.cta_subset[i] >= grid_blocks || (i > 0 && options.cta_subset[i] <= options.cta_subset[i - 1])) {
+      bad.message = fmt("ddk-emu: cta_subset[%llu] = %llu: indices must increase and lie in the %llu-CTA grid",
+                        static_cast<unsigned long long>(i), static_cast<unsigned long long>(options.cta_subset[i]),
+                        static_cast<unsigned long long>(grid_blocks));
+      return bad;
+    }
+  }
+  if (nblocks == 0) return Status{};
   std::uint64_t nworkers = static_cast<std::uint64_t>(options.workers > 0 ? options.workers : workers_from_env());
   if (nworkers > nblocks) nworkers = nblocks;
   if (nworkers > 256) nworkers = 256;
+
+  const bool traced = options.count || options.sanitize;
+  if (traced && options.report == nullptr) {
+    bad.message = "ddk-emu: LaunchOptions::count or ::sanitize needs LaunchOptions::report";
+    return bad;
+  }
+  std::vector<std::unique_ptr<Trace>> traces;
+  if (traced) {
+    for (std::uint64_t i = 0; i < nworkers; ++i) {
+      auto t = std::make_unique<Trace>();
+      t->opt = &options;
+      t->count = options.count;
+      t->sanitize = options.sanitize;
+      traces.push_back(std::move(t));
+    }
+    g_traced_launches.fetch_add(1);
+  }
+  struct TracedGuard {
+    bool on;
+    ~TracedGuard() {
+      if (on) g_traced_launches.fetch_sub(1);
+    }
+  } traced_guard{traced};
+  std::atomic<std::uint64_t> next_trace{0};
 
   std::atomic<std::uint64_t> next{0};
   std::atomic<bool> stop{false};
@@ -1022,13 +1711,16 @@ Status launch_erased(KernelThunk thunk, const void* args, Dim3 grid, unsigned bl
   auto work = [&]() {
     std::unique_ptr<Worker> w = acquire_worker();
     tl_worker = w.get();
+    w->trace = traced ? traces[next_trace.fetch_add(1)].get() : nullptr;
     w->thunk = thunk;
     w->args = args;
     w->grid = grid;
     if (ensure_resources(*w, block_x, smem_bytes)) {
       while (!stop.load(std::memory_order_relaxed)) {
-        const std::uint64_t b = next.fetch_add(1, std::memory_order_relaxed);
-        if (b >= nblocks) break;
+        const std::uint64_t i = next.fetch_add(1, std::memory_order_relaxed);
+        if (i >= nblocks) break;
+        const std::uint64_t b = subset ? options.cta_subset[i] : i;
+        if (w->trace != nullptr) w->trace->weight = subset && options.cta_weights ? options.cta_weights[i] : 1;
         const auto bx = static_cast<unsigned>(b % grid.x);
         const auto by = static_cast<unsigned>(b / grid.x % grid.y);
         const auto bz = static_cast<unsigned>(b / (std::uint64_t{grid.x} * grid.y));
@@ -1042,6 +1734,7 @@ Status launch_erased(KernelThunk thunk, const void* args, Dim3 grid, unsigned bl
       if (first_error.ok()) first_error = w->status;
     }
     tl_worker = nullptr;
+    w->trace = nullptr;
     release_worker(std::move(w));
   };
 
@@ -1062,6 +1755,7 @@ Status launch_erased(KernelThunk thunk, const void* args, Dim3 grid, unsigned bl
     }
     for (auto& t : threads) t.join();
   }
+  if (traced && first_error.ok()) merge_traces(traces, options, grid, block_x, smem_bytes);
   return first_error;
 }
 

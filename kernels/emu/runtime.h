@@ -22,6 +22,7 @@
 #error "kernels/emu/runtime.h is the host emulation runtime: compile with -DDDK_EMULATE"
 #endif
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <source_location>
@@ -29,6 +30,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace ddk::emu {
 
@@ -56,8 +58,43 @@ struct Status {
   bool ok() const { return code == kOk; }
 };
 
+// A global-memory buffer the launch was given, for memcheck: [base, base + bytes) is in range.
+struct Buffer {
+  const char* name = "";
+  const void* base = nullptr;
+  std::size_t bytes = 0;
+};
+
+// What instrumented launches leave behind, accumulated over the launches that share it (a verify
+// kernel and its split combine). JSON texts, the formats kernels/emu/README.md documents.
+struct Report {
+  std::vector<std::string> kernels;   // one counters object per launch with LaunchOptions::count
+  std::vector<std::string> findings;  // sanitizer findings, distinct ones, at most kMaxFindings
+  std::uint64_t findings_total = 0;   // every finding, repeats and those past the cap included
+  std::vector<std::string> checked;   // one line per sanitized launch: the kernel and what was checked
+  static constexpr std::size_t kMaxFindings = 64;
+
+  std::string counters_json() const;   // {"kernels": [...]}
+  std::string sanitizer_json() const;  // {"clean": bool, "findings_total": n, "findings": [...], ...}
+};
+
 struct LaunchOptions {
   int workers = 0;  // OS threads running blocks; 0: DDK_EMU_WORKERS if set, else 1
+  // Instrumentation (off by default: plain launches pay one load of a global per traced access).
+  Report* report = nullptr;        // required when count or sanitize is set
+  bool count = false;              // exact counters of every CTA
+  bool group_shapes = false;       // counters: CTAs with identical counts become one entry with a count
+  int late_wait_phases = 1;        // a cp.async wait is late when data it waits for was committed fewer
+                                   // than this many block barriers earlier
+  bool sanitize = false;           // racecheck, memcheck, uninitialised shared reads
+  const char* kernel_name = "kernel";  // the name in the counters and findings
+  const Buffer* buffers = nullptr;     // memcheck extents of global memory (none: globals unchecked)
+  int n_buffers = 0;
+  // Emulate only these CTAs (linear indices x + gx * (y + gy * z), increasing), each standing for
+  // cta_weights[i] CTAs of the same work shape (nullptr: 1 each). The rest of the grid does not run.
+  const std::uint64_t* cta_subset = nullptr;
+  const std::uint64_t* cta_weights = nullptr;
+  std::size_t n_cta_subset = 0;
 };
 
 // Copies `status.message` (NUL-terminated, truncated to fit) into buf when buf && len > 0 and
@@ -74,7 +111,11 @@ struct ThreadView {
   unsigned gx = 1, gy = 1, gz = 1;
   char* smem = nullptr;
   void* owner = nullptr;  // the runtime's fiber record
+  bool traced = false;    // this launch counts or sanitizes: memory accessors report to the runtime
 };
+
+// Instrumented launches running now, in the whole process: the accessors' fast path reads only this.
+inline std::atomic<int> g_traced_launches{0};
 
 inline thread_local ThreadView* tl_view = nullptr;
 
@@ -107,6 +148,18 @@ struct LaneArgs {
 };
 
 void warp_collective(Coll kind, const LaneArgs& args, const Site& site);
+
+enum class Space : std::uint8_t { Shared, Global };
+// A traced load or store of `bytes` at p by the calling thread. False: memcheck refused it (out of
+// range, recorded as a finding) and the access must not happen; a load then yields zeros.
+bool mem_access(Space space, bool store, const void* p, unsigned bytes, const Site& site);
+
+inline bool traced_now() {
+  if (g_traced_launches.load(std::memory_order_relaxed) == 0) return false;
+  const ThreadView* v = tl_view;
+  return v != nullptr && v->traced;
+}
+
 void sync_block(const Site& site);
 void cp_async_16(void* smem_dst, const void* gmem_src, bool valid, const Site& site);
 void cp_async_commit();

@@ -71,7 +71,7 @@ DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, int key_base, int 
     const int key = first_key + j;
     const bool valid = key < key_end;
     const uint16_t* src = p.kv;
-    if (valid) src += static_cast<int64_t>(p.kv_slots[key_base + key]) * kDimQK + chunk * 8;
+    if (valid) src += static_cast<int64_t>(ddk::ld_global(p.kv_slots + (key_base + key))) * kDimQK + chunk * 8;
     ddk::cp_async_16(stage + swizzled(j, chunk), src, valid);
   }
 }
@@ -84,8 +84,8 @@ DDK_GLOBAL void verify_attention_kernel(const VerifyParams p) {
   const int group = warp / 4, quarter = warp % 4;
   const int lr = lane / 4, lc = lane % 4;  // PTX groupID and threadID_in_group
 
-  const int q_base = p.q_offsets[request], q_len = p.q_offsets[request + 1] - q_base;
-  const int key_base = p.kv_offsets[request], keys = p.kv_offsets[request + 1] - key_base;
+  const int q_base = ddk::ld_global(p.q_offsets + request), q_len = ddk::ld_global(p.q_offsets + (request + 1)) - q_base;
+  const int key_base = ddk::ld_global(p.kv_offsets + request), keys = ddk::ld_global(p.kv_offsets + (request + 1)) - key_base;
   const int prefix = keys - q_len;
   const int rows = q_len * p.heads;
   const int row0 = row_tile * kBlockM;
@@ -160,8 +160,8 @@ DDK_GLOBAL void verify_attention_kernel(const VerifyParams p) {
       float* mine = reduce + ((group * 4 + quarter) * 16) * kBlockN;
       for (int n = 0; n < 4; ++n)
         for (int h = 0; h < 2; ++h) {
-          mine[(lr + 8 * h) * kBlockN + n * 8 + 2 * lc] = s[n][2 * h];
-          mine[(lr + 8 * h) * kBlockN + n * 8 + 2 * lc + 1] = s[n][2 * h + 1];
+          ddk::st_shared(mine + ((lr + 8 * h) * kBlockN + n * 8 + 2 * lc), s[n][2 * h]);
+          ddk::st_shared(mine + ((lr + 8 * h) * kBlockN + n * 8 + 2 * lc + 1), s[n][2 * h + 1]);
         }
       ddk::sync_block();
 
@@ -173,14 +173,15 @@ DDK_GLOBAL void verify_attention_kernel(const VerifyParams p) {
           const int h = e / 2;
           const int at = (lr + 8 * h) * kBlockN + n * 8 + 2 * lc + (e % 2);
           float v = 0.f;
-          for (int qq = 0; qq < 4; ++qq) v += reduce[((group * 4 + qq) * 16) * kBlockN + at];
+          for (int qq = 0; qq < 4; ++qq) v += ddk::ld_shared(reduce + (((group * 4 + qq) * 16) * kBlockN + at));
           v *= p.scale_log2;
           const int key = tile * kBlockN + n * 8 + 2 * lc + (e % 2);
           if (key >= keys) {
             v = kNegInf;
           } else if (key >= prefix && my_valid[h]) {
             const int j = key - prefix;
-            const uint32_t word = p.mask_words[static_cast<int64_t>(q_base + my_token[h]) * p.mask_words_per_row + j / 32];
+            const uint32_t word =
+                ddk::ld_global(p.mask_words + (static_cast<int64_t>(q_base + my_token[h]) * p.mask_words_per_row + j / 32));
             if (!((word >> (j % 32)) & 1u)) v = kNegInf;
           }
           s[n][e] = v;
@@ -243,15 +244,15 @@ DDK_GLOBAL void verify_attention_kernel(const VerifyParams p) {
     if (p.num_splits == 1) {
       uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + grow * kDimV + quarter * kColSlice);
       for (int n = 0; n < kOutTiles; ++n)
-        dst[(n * 8 + 2 * lc) / 2] = ddk::pack_bf16x2(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
-      if (p.lse != nullptr && quarter == 0 && lc == 0) p.lse[grow] = lse2 * kLn2;
+        ddk::st_global(dst + (n * 8 + 2 * lc) / 2, ddk::pack_bf16x2(o[n][2 * h] * inv, o[n][2 * h + 1] * inv));
+      if (p.lse != nullptr && quarter == 0 && lc == 0) ddk::st_global(p.lse + grow, lse2 * kLn2);
     } else {
       float* dst = p.ws_o + (static_cast<int64_t>(split) * p.total_rows + grow) * kDimV + quarter * kColSlice;
       for (int n = 0; n < kOutTiles; ++n) {
-        dst[n * 8 + 2 * lc] = o[n][2 * h] * inv;
-        dst[n * 8 + 2 * lc + 1] = o[n][2 * h + 1] * inv;
+        ddk::st_global(dst + (n * 8 + 2 * lc), o[n][2 * h] * inv);
+        ddk::st_global(dst + (n * 8 + 2 * lc + 1), o[n][2 * h + 1] * inv);
       }
-      if (quarter == 0 && lc == 0) p.ws_lse[static_cast<int64_t>(split) * p.total_rows + grow] = lse2;
+      if (quarter == 0 && lc == 0) ddk::st_global(p.ws_lse + (static_cast<int64_t>(split) * p.total_rows + grow), lse2);
     }
   }
 }
@@ -263,25 +264,26 @@ DDK_GLOBAL void combine_splits_kernel(const VerifyParams p) {
   const int64_t row = ddk::block_idx_x();
   if (row >= p.total_rows) return;
   float best = kNegInf;
-  for (int s = 0; s < p.num_splits; ++s) best = fmaxf(best, p.ws_lse[s * static_cast<int64_t>(p.total_rows) + row]);
+  for (int s = 0; s < p.num_splits; ++s)
+    best = fmaxf(best, ddk::ld_global(p.ws_lse + (s * static_cast<int64_t>(p.total_rows) + row)));
   const float base = best == kNegInf ? 0.f : best;
   float weight_sum = 0.f;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   const int col = ddk::thread_idx_x() * 4;
   for (int s = 0; s < p.num_splits; ++s) {
-    const float lse = p.ws_lse[s * static_cast<int64_t>(p.total_rows) + row];
+    const float lse = ddk::ld_global(p.ws_lse + (s * static_cast<int64_t>(p.total_rows) + row));
     const float w = ddk::fast_exp2(lse - base);  // an empty split has lse -inf: weight 0
     weight_sum += w;
     if (w == 0.f) continue;
     const float* src = p.ws_o + (s * static_cast<int64_t>(p.total_rows) + row) * kDimV + col;
-    for (int k = 0; k < 4; ++k) acc[k] += w * src[k];
+    for (int k = 0; k < 4; ++k) acc[k] += w * ddk::ld_global(src + k);
   }
   const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
   uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + row * kDimV + col);
-  dst[0] = ddk::pack_bf16x2(acc[0] * inv, acc[1] * inv);
-  dst[1] = ddk::pack_bf16x2(acc[2] * inv, acc[3] * inv);
+  ddk::st_global(dst + 0, ddk::pack_bf16x2(acc[0] * inv, acc[1] * inv));
+  ddk::st_global(dst + 1, ddk::pack_bf16x2(acc[2] * inv, acc[3] * inv));
   if (p.lse != nullptr && ddk::thread_idx_x() == 0)
-    p.lse[row] = weight_sum > 0.f ? (base + log2f(weight_sum)) * kLn2 : kNegInf;
+    ddk::st_global(p.lse + row, weight_sum > 0.f ? (base + log2f(weight_sum)) * kLn2 : kNegInf);
 }
 
 }  // namespace ddk_verify

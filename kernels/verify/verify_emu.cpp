@@ -3,12 +3,16 @@
 #include "verify_attn.cuh"
 
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
-extern "C" int ddk_verify_emu(const uint16_t* q, const uint16_t* kv, const int32_t* kv_slots,
-                              const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
-                              uint16_t* out, float* lse, float* ws_o, float* ws_lse, int total_rows, int heads,
-                              int mask_words_per_row, int num_splits, int row_tiles, int batch, float sm_scale,
-                              int workers, char* error, int error_len) {
+namespace {
+
+ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, const int32_t* kv_slots,
+                                     const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
+                                     uint16_t* out, float* lse, float* ws_o, float* ws_lse, int total_rows, int heads,
+                                     int mask_words_per_row, int num_splits, float sm_scale) {
   ddk_verify::VerifyParams p{};
   p.q = q;
   p.kv = kv;
@@ -25,18 +29,102 @@ extern "C" int ddk_verify_emu(const uint16_t* q, const uint16_t* kv, const int32
   p.mask_words_per_row = mask_words_per_row;
   p.num_splits = num_splits;
   p.scale_log2 = static_cast<float>(static_cast<double>(sm_scale) * 1.4426950408889634);
-  if (total_rows == 0 || batch == 0) return 0;
+  return p;
+}
 
-  ddk::emu::LaunchOptions options;
-  options.workers = workers;
-  const ddk::emu::Dim3 grid(static_cast<unsigned>(num_splits), static_cast<unsigned>(row_tiles),
+// The verify launch, then the combine launch when the keys are split.
+// A CTA subset (options.cta_subset) applies to the verify launch only; the combine always runs whole.
+ddk::emu::Status launch_both(const ddk_verify::VerifyParams& p, int row_tiles, int batch,
+                             ddk::emu::LaunchOptions options) {
+  const ddk::emu::Dim3 grid(static_cast<unsigned>(p.num_splits), static_cast<unsigned>(row_tiles),
                             static_cast<unsigned>(batch));
+  options.kernel_name = "verify";
   ddk::emu::Status status = ddk::emu::launch_with(options, ddk_verify::verify_attention_kernel, grid,
                                                   ddk_verify::kThreads, ddk_verify::kSmemBytes, p);
-  if (status.ok() && num_splits > 1) {
+  options.cta_subset = nullptr;
+  options.cta_weights = nullptr;
+  options.n_cta_subset = 0;
+  if (status.ok() && p.num_splits > 1) {
+    options.kernel_name = "combine";
     status = ddk::emu::launch_with(options, ddk_verify::combine_splits_kernel,
-                                   ddk::emu::Dim3(static_cast<unsigned>(total_rows)), ddk_verify::kCombineThreads,
+                                   ddk::emu::Dim3(static_cast<unsigned>(p.total_rows)), ddk_verify::kCombineThreads,
                                    0, p);
+  }
+  return status;
+}
+
+char* copy_out(const std::string& s) {
+  char* out = static_cast<char*>(std::malloc(s.size() + 1));
+  if (out != nullptr) std::memcpy(out, s.c_str(), s.size() + 1);
+  return out;
+}
+
+}  // namespace
+
+extern "C" int ddk_verify_emu(const uint16_t* q, const uint16_t* kv, const int32_t* kv_slots,
+                              const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
+                              uint16_t* out, float* lse, float* ws_o, float* ws_lse, int total_rows, int heads,
+                              int mask_words_per_row, int num_splits, int row_tiles, int batch, float sm_scale,
+                              int workers, char* error, int error_len) {
+  const ddk_verify::VerifyParams p = make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o,
+                                                 ws_lse, total_rows, heads, mask_words_per_row, num_splits, sm_scale);
+  if (total_rows == 0 || batch == 0) return 0;
+  ddk::emu::LaunchOptions options;
+  options.workers = workers;
+  return ddk::emu::copy_status(launch_both(p, row_tiles, batch, options), error, static_cast<std::size_t>(error_len));
+}
+
+// The same launch with counters (flags bit 0), the sanitizer (bit 1) and CTAs grouped by work shape (bit 2).
+// buffer_bytes: the sizes of the ten buffers, in argument order (q .. ws_lse), for memcheck. n_subset > 0:
+// emulate only those verify CTAs (increasing linear indices), each counted `weights[i]` times. On success the
+// counters and sanitizer JSON documents come back in *counters_json / *sanitizer_json (free them with
+// ddk_emu_free); a part not asked for comes back as nullptr.
+extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, const int32_t* kv_slots,
+                                     const int32_t* kv_offsets, const int32_t* q_offsets,
+                                     const uint32_t* mask_words, uint16_t* out, float* lse, float* ws_o,
+                                     float* ws_lse, int total_rows, int heads, int mask_words_per_row,
+                                     int num_splits, int row_tiles, int batch, float sm_scale, int workers,
+                                     int flags, int late_wait_phases, const int64_t* buffer_bytes,
+                                     const uint64_t* subset, const uint64_t* weights, int64_t n_subset,
+                                     char** counters_json, char** sanitizer_json, char* error, int error_len) {
+  *counters_json = nullptr;
+  *sanitizer_json = nullptr;
+  const ddk_verify::VerifyParams p = make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o,
+                                                 ws_lse, total_rows, heads, mask_words_per_row, num_splits, sm_scale);
+  const void* bases[10] = {q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse};
+  static const char* const names[10] = {"q",        "kv",  "kv_slots", "kv_offsets", "q_offsets",
+                                        "mask_words", "out", "lse",      "ws_o",       "ws_lse"};
+  ddk::emu::Buffer buffers[10];
+  int n = 0;
+  for (int i = 0; i < 10; ++i) {
+    if (bases[i] == nullptr) continue;
+    buffers[n].name = names[i];
+    buffers[n].base = bases[i];
+    buffers[n].bytes = static_cast<std::size_t>(buffer_bytes[i]);
+    ++n;
+  }
+  ddk::emu::Report report;
+  ddk::emu::LaunchOptions options;
+  options.workers = workers;
+  options.report = &report;
+  options.count = (flags & 1) != 0;
+  options.sanitize = (flags & 2) != 0;
+  options.group_shapes = (flags & 4) != 0;
+  options.late_wait_phases = late_wait_phases;
+  options.buffers = buffers;
+  options.n_buffers = n;
+  if (n_subset > 0) {
+    options.cta_subset = subset;
+    options.cta_weights = weights;
+    options.n_cta_subset = static_cast<std::size_t>(n_subset);
+  }
+  ddk::emu::Status status;
+  if (total_rows != 0 && batch != 0) status = launch_both(p, row_tiles, batch, options);
+  if (status.ok()) {
+    if (options.count) *counters_json = copy_out(report.counters_json());
+    if (options.sanitize) *sanitizer_json = copy_out(report.sanitizer_json());
   }
   return ddk::emu::copy_status(status, error, static_cast<std::size_t>(error_len));
 }
+
+extern "C" void ddk_emu_free(char* p) { std::free(p); }

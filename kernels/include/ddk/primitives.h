@@ -21,6 +21,9 @@
 //   used); register i of lane l receives row l/4, columns 2(l%4) and 2(l%4)+1 of matrix i (of its
 //   transpose with .trans).
 //
+// Global and shared memory: kernel code reads and writes both only through ld_global / st_global /
+// ld_shared / st_shared (and cp_async_16, ldmatrix_*), so the emulation sees every access.
+//
 // API (namespace ddk). In the emulation the collectives and barriers take a trailing defaulted
 // std::source_location so divergence reports can name call sites; kernel code never passes it.
 #pragma once
@@ -28,6 +31,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
 
 #if defined(DDK_EMULATE)
 // ------------------------------------------------------------------------------------------------
@@ -56,6 +60,15 @@
 namespace ddk {
 
 // ---------------------------------------------------------------- pure helpers (both worlds) ----
+
+// The stored value's parameter of st_global / st_shared takes T from the pointer only (C++17's nvcc
+// builds lack std::type_identity).
+template <class T>
+struct nondeduced_type {
+  using type = T;
+};
+template <class T>
+using nondeduced = typename nondeduced_type<T>::type;
 
 DDK_HOST_DEVICE std::uint32_t float_bits(float f) {
 #if defined(__CUDA_ARCH__)
@@ -189,6 +202,45 @@ DDK_DEVICE void cp_async_wait(Site site = Site::current()) {
 // cp.async.wait_all: commits the pending copies, then waits for every group.
 DDK_DEVICE void cp_async_wait_all(Site site = Site::current()) { emu::detail::cp_async_wait_all(site); }
 
+// Memory accessors: every global and shared access of kernel code goes through these, so the emulation
+// can count and check them (LaunchOptions::count / sanitize); on the GPU they are the plain access.
+// T: a trivially copyable type of 1, 2, 4, 8 or 16 bytes.
+template <class T>
+DDK_DEVICE T ld_global(const T* p, Site site = Site::current()) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
+  if (emu::detail::traced_now()) [[unlikely]] {
+    if (!emu::detail::mem_access(emu::detail::Space::Global, false, p, sizeof(T), site)) return T{};
+  }
+  return *p;
+}
+
+template <class T>
+DDK_DEVICE void st_global(T* p, nondeduced<T> v, Site site = Site::current()) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
+  if (emu::detail::traced_now()) [[unlikely]] {
+    if (!emu::detail::mem_access(emu::detail::Space::Global, true, p, sizeof(T), site)) return;
+  }
+  *p = v;
+}
+
+template <class T>
+DDK_DEVICE T ld_shared(const T* p, Site site = Site::current()) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
+  if (emu::detail::traced_now()) [[unlikely]] {
+    if (!emu::detail::mem_access(emu::detail::Space::Shared, false, p, sizeof(T), site)) return T{};
+  }
+  return *p;
+}
+
+template <class T>
+DDK_DEVICE void st_shared(T* p, nondeduced<T> v, Site site = Site::current()) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
+  if (emu::detail::traced_now()) [[unlikely]] {
+    if (!emu::detail::mem_access(emu::detail::Space::Shared, true, p, sizeof(T), site)) return;
+  }
+  *p = v;
+}
+
 #else
 // ================================================================ CUDA primitives ===============
 
@@ -269,6 +321,24 @@ DDK_DEVICE void cp_async_wait() {
 }
 
 DDK_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+// Memory accessors (see the emulation side): the plain access.
+template <class T>
+DDK_DEVICE T ld_global(const T* p) {
+  return *p;
+}
+template <class T>
+DDK_DEVICE void st_global(T* p, nondeduced<T> v) {
+  *p = v;
+}
+template <class T>
+DDK_DEVICE T ld_shared(const T* p) {
+  return *p;
+}
+template <class T>
+DDK_DEVICE void st_shared(T* p, nondeduced<T> v) {
+  *p = v;
+}
 
 #endif
 

@@ -1,0 +1,322 @@
+"""The emulation's exact counters of one launch (verify kernel, then the split combine), as typed records.
+
+The document comes from the runtime (`kernels/emu/counters.h`) or from a file a run saved; docs/emulation.md
+defines every field. `parse_counters` checks the shape and types before anything reads a number, so a
+damaged or hand-edited file is an InputError naming the file and the field, never a KeyError deep in a
+model. Pure: no I/O but `load_counters`, which reads one bounded file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ddbench.errors import InputError
+
+MAX_COUNTERS_BYTES = 256 << 20  # far above a 128k-prefix launch listed CTA by CTA
+
+SHARED_KINDS = (
+    "ld8", "st8", "ld16", "st16", "ld32", "st32", "ld64", "st64", "ld128", "st128",
+    "ldmatrix_x1", "ldmatrix_x1_trans", "ldmatrix_x2", "ldmatrix_x2_trans",
+    "ldmatrix_x4", "ldmatrix_x4_trans", "cp_async_16", "stmatrix",
+)  # fmt: skip
+INSTRUCTION_KINDS = (
+    "mma", "shfl", "ldmatrix", "ld_shared", "st_shared", "ld_global", "st_global", "cp_async", "sync_block",
+)  # fmt: skip
+CTA_DETAILS = ("all", "shapes", "sampled")
+
+
+@dataclass(frozen=True)
+class GlobalCounters:
+    load_bytes: int
+    store_bytes: int
+    cp_async_bytes: int
+    sectors: int  # 32-byte sectors per warp instruction, summed
+    unique_sectors: int  # distinct sectors over the launch: a lower bound on DRAM traffic / 32
+
+
+@dataclass(frozen=True)
+class SharedCounters:
+    instructions: Mapping[str, int]  # warp instructions by kind (SHARED_KINDS)
+    wavefronts: Mapping[str, int]
+    bank_conflicts: int  # wavefronts beyond the conflict-free minimum
+
+    def wavefronts_per_instruction(self, kind: str) -> float:
+        n = self.instructions.get(kind, 0)
+        return self.wavefronts.get(kind, 0) / n if n else 0.0
+
+
+@dataclass(frozen=True)
+class CpAsyncCounters:
+    waits: int
+    bytes_in_flight_at_wait: tuple[int, ...]  # CTA by CTA (linear index), wait by wait
+    late_waits: int
+
+
+@dataclass(frozen=True)
+class Totals:
+    barriers: int
+    mma: int
+    ldmatrix: int
+    shuffles: int
+    global_: GlobalCounters
+    shared: SharedCounters
+    cp_async: CpAsyncCounters
+
+
+@dataclass(frozen=True)
+class PhaseCounters:
+    """One interval between block barriers of one CTA."""
+
+    mma: int
+    shared_wavefronts: int
+    global_bytes: int  # loads and cp.async issued in the phase
+    global_store_bytes: int
+    shuffles: int
+    warp_instructions: int
+    instructions: Mapping[str, int]  # by INSTRUCTION_KINDS
+
+
+@dataclass(frozen=True)
+class WaitCounters:
+    bytes_in_flight: int
+    bytes_completed: int
+    phases_ahead: int  # -1: the wait completed no data
+    late: bool
+
+
+@dataclass(frozen=True)
+class CtaShape:
+    """CTAs with identical counts (one CTA each unless the launch grouped them)."""
+
+    count: int
+    example_cta: tuple[int, int, int]
+    phases: tuple[PhaseCounters, ...]
+    barriers: int
+    global_bytes: int
+    load_bytes: int
+    store_bytes: int
+    cp_async_bytes: int
+    sectors: int
+    unique_sectors: int  # within one CTA
+    shared_wavefronts: int
+    bank_conflicts: int
+    cp_async_waits: tuple[WaitCounters, ...]
+
+
+@dataclass(frozen=True)
+class KernelCounters:
+    name: str
+    grid: tuple[int, int, int]
+    threads_per_cta: int
+    ctas: int
+    dynamic_smem_bytes: int
+    cta_detail: str  # "all": one entry per CTA; "shapes": grouped; "sampled": one CTA per work shape ran
+    totals: Totals
+    cta_shapes: tuple[CtaShape, ...]
+    emulated_ctas: int  # == ctas unless sampled
+
+    @property
+    def sampled(self) -> bool:
+        return self.cta_detail == "sampled"
+
+
+@dataclass(frozen=True)
+class LaunchCounters:
+    kernels: tuple[KernelCounters, ...]
+
+    def kernel(self, name: str) -> KernelCounters | None:
+        return next((k for k in self.kernels if k.name == name), None)
+
+    def to_json(self) -> dict[str, Any]:
+        """The document again, in the runtime's field names (`global`, not `global_`)."""
+
+        def fix(value: Any) -> Any:
+            if isinstance(value, dict):
+                return {("global" if k == "global_" else k): fix(v) for k, v in value.items()}
+            if isinstance(value, (list, tuple)):
+                return [fix(v) for v in value]
+            return value
+
+        return fix(asdict(self))
+
+
+# ------------------------------------------------------------------------------------------ parsing --
+
+
+class _Reader:
+    """Typed field access that names the file and the JSON path of whatever is wrong."""
+
+    def __init__(self, file: str | None) -> None:
+        self.file = file
+
+    def fail(self, path: str, reason: str) -> InputError:
+        return InputError(reason, file=self.file, path=path)
+
+    def obj(self, value: object, path: str) -> Mapping[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"must be an object, not {type(value).__name__}")
+        return value
+
+    def field(self, obj: Mapping[str, Any], key: str, path: str) -> Any:
+        if key not in obj:
+            raise self.fail(f"{path}.{key}", "missing")
+        return obj[key]
+
+    def count(self, obj: Mapping[str, Any], key: str, path: str, minimum: int = 0) -> int:
+        value = self.field(obj, key, path)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.fail(f"{path}.{key}", f"must be an integer >= {minimum}, not {value!r:.40}")
+        return value
+
+    def array(self, obj: Mapping[str, Any], key: str, path: str) -> list[Any]:
+        value = self.field(obj, key, path)
+        if not isinstance(value, list):
+            raise self.fail(f"{path}.{key}", f"must be an array, not {type(value).__name__}")
+        return value
+
+    def triple(self, obj: Mapping[str, Any], key: str, path: str, minimum: int) -> tuple[int, int, int]:
+        value = self.array(obj, key, path)
+        ok = len(value) == 3 and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= minimum for v in value
+        )
+        if not ok:
+            raise self.fail(f"{path}.{key}", f"must be three integers >= {minimum}")
+        return (value[0], value[1], value[2])
+
+    def by_kind(self, obj: Mapping[str, Any], key: str, path: str, kinds: tuple[str, ...]) -> dict[str, int]:
+        table = self.obj(self.field(obj, key, path), f"{path}.{key}")
+        return {kind: self.count(table, kind, f"{path}.{key}") for kind in kinds}
+
+
+def _phase(r: _Reader, value: object, path: str) -> PhaseCounters:
+    o = r.obj(value, path)
+    return PhaseCounters(
+        mma=r.count(o, "mma", path),
+        shared_wavefronts=r.count(o, "shared_wavefronts", path),
+        global_bytes=r.count(o, "global_bytes", path),
+        global_store_bytes=r.count(o, "global_store_bytes", path),
+        shuffles=r.count(o, "shuffles", path),
+        warp_instructions=r.count(o, "warp_instructions", path),
+        instructions=r.by_kind(o, "instructions", path, INSTRUCTION_KINDS),
+    )
+
+
+def _wait(r: _Reader, value: object, path: str) -> WaitCounters:
+    o = r.obj(value, path)
+    late = r.field(o, "late", path)
+    if not isinstance(late, bool):
+        raise r.fail(f"{path}.late", "must be true or false")
+    return WaitCounters(
+        bytes_in_flight=r.count(o, "bytes_in_flight", path),
+        bytes_completed=r.count(o, "bytes_completed", path),
+        phases_ahead=r.count(o, "phases_ahead", path, minimum=-1),
+        late=late,
+    )
+
+
+def _shape(r: _Reader, value: object, path: str) -> CtaShape:
+    o = r.obj(value, path)
+    phases = r.array(o, "phases", path)
+    waits = r.array(o, "cp_async_waits", path)
+    return CtaShape(
+        count=r.count(o, "count", path, minimum=1),
+        example_cta=r.triple(o, "example_cta", path, 0),
+        phases=tuple(_phase(r, p, f"{path}.phases[{i}]") for i, p in enumerate(phases)),
+        barriers=r.count(o, "barriers", path),
+        global_bytes=r.count(o, "global_bytes", path),
+        load_bytes=r.count(o, "load_bytes", path),
+        store_bytes=r.count(o, "store_bytes", path),
+        cp_async_bytes=r.count(o, "cp_async_bytes", path),
+        sectors=r.count(o, "sectors", path),
+        unique_sectors=r.count(o, "unique_sectors", path),
+        shared_wavefronts=r.count(o, "shared_wavefronts", path),
+        bank_conflicts=r.count(o, "bank_conflicts", path),
+        cp_async_waits=tuple(_wait(r, w, f"{path}.cp_async_waits[{i}]") for i, w in enumerate(waits)),
+    )
+
+
+def _totals(r: _Reader, value: object, path: str) -> Totals:
+    o = r.obj(value, path)
+    g = r.obj(r.field(o, "global", path), f"{path}.global")
+    s = r.obj(r.field(o, "shared", path), f"{path}.shared")
+    c = r.obj(r.field(o, "cp_async", path), f"{path}.cp_async")
+    in_flight = r.array(c, "bytes_in_flight_at_wait", f"{path}.cp_async")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in in_flight):
+        raise r.fail(f"{path}.cp_async.bytes_in_flight_at_wait", "must hold integers >= 0")
+    return Totals(
+        barriers=r.count(o, "barriers", path),
+        mma=r.count(o, "mma", path),
+        ldmatrix=r.count(o, "ldmatrix", path),
+        shuffles=r.count(o, "shuffles", path),
+        global_=GlobalCounters(
+            **{k: r.count(g, k, f"{path}.global") for k in GlobalCounters.__dataclass_fields__}
+        ),
+        shared=SharedCounters(
+            instructions=r.by_kind(s, "instructions", f"{path}.shared", SHARED_KINDS),
+            wavefronts=r.by_kind(s, "wavefronts", f"{path}.shared", SHARED_KINDS),
+            bank_conflicts=r.count(s, "bank_conflicts", f"{path}.shared"),
+        ),
+        cp_async=CpAsyncCounters(
+            waits=r.count(c, "waits", f"{path}.cp_async"),
+            bytes_in_flight_at_wait=tuple(in_flight),
+            late_waits=r.count(c, "late_waits", f"{path}.cp_async"),
+        ),
+    )
+
+
+def _kernel(r: _Reader, value: object, path: str) -> KernelCounters:
+    o = r.obj(value, path)
+    name = r.field(o, "name", path)
+    if not isinstance(name, str) or not name:
+        raise r.fail(f"{path}.name", "must be a non-empty string")
+    detail = r.field(o, "cta_detail", path)
+    if detail not in CTA_DETAILS:
+        raise r.fail(f"{path}.cta_detail", f"must be one of {', '.join(CTA_DETAILS)}")
+    shapes = tuple(
+        _shape(r, s, f"{path}.cta_shapes[{i}]") for i, s in enumerate(r.array(o, "cta_shapes", path))
+    )
+    kernel = KernelCounters(
+        name=name,
+        grid=r.triple(o, "grid", path, 1),
+        threads_per_cta=r.count(o, "threads_per_cta", path, minimum=1),
+        ctas=r.count(o, "ctas", path),
+        dynamic_smem_bytes=r.count(o, "dynamic_smem_bytes", path),
+        cta_detail=detail,
+        totals=_totals(r, r.field(o, "totals", path), f"{path}.totals"),
+        cta_shapes=shapes,
+        emulated_ctas=r.count(o, "emulated_ctas", path),
+    )
+    if sum(s.count for s in shapes) != kernel.ctas:
+        raise r.fail(
+            f"{path}.cta_shapes", f"counts add up to {sum(s.count for s in shapes)}, not ctas={kernel.ctas}"
+        )
+    return kernel
+
+
+def parse_counters(doc: object, file: str | None = None) -> LaunchCounters:
+    """The typed counters of a `{"kernels": [...]}` document; InputError names the file and field at fault."""
+    r = _Reader(file)
+    top = r.obj(doc, "$")
+    kernels = r.array(top, "kernels", "$")
+    return LaunchCounters(tuple(_kernel(r, k, f"$.kernels[{i}]") for i, k in enumerate(kernels)))
+
+
+def load_counters(path: Path | str, limit: int = MAX_COUNTERS_BYTES) -> LaunchCounters:
+    """A counters file written by a run; at most `limit` bytes are read."""
+    p = Path(path)
+    try:
+        with p.open("rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as err:
+        raise InputError(f"cannot read: {err.strerror or err}", file=str(p)) from None
+    if len(data) > limit:
+        raise InputError(f"larger than {limit} bytes: not a counters file", file=str(p))
+    try:
+        doc = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise InputError(f"not JSON: {err}", file=str(p)) from None
+    return parse_counters(doc, str(p))

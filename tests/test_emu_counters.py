@@ -1,0 +1,413 @@
+"""Exact counters of the CPU emulation (LaunchOptions::count): probe kernels with known answers, then the
+verify kernel on small cases against what its tiling implies, computed here from the launch plan.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from emu_traced import (
+    COUNT,
+    GROUP,
+    aligned,
+    as_i32,
+    build_probes,
+    expected_ldmatrix_wavefronts,
+    expected_wavefronts,
+)
+
+from ddbench.backends.cuda_emu import CudaEmuBackend
+from ddbench.errors import InputError
+from ddbench.inputs import generate_inputs
+from ddbench.kernel.counters import load_counters, parse_counters
+from ddbench.suite import parse_suite
+
+WIDTH_KEY = {1: "8", 2: "16", 4: "32", 8: "64", 16: "128"}
+
+
+@pytest.fixture(scope="module")
+def probes():
+    return build_probes()
+
+
+def smem_counts(probes, offsets, width, store=False, active=0xFFFFFFFF):
+    counters, _ = probes.call("ddk_probe_smem", as_i32(offsets).ctypes.data, width, int(store), active, COUNT)
+    (kernel,) = counters.kernels
+    key = ("st" if store else "ld") + WIDTH_KEY[width]
+    shared = kernel.totals.shared
+    others = {k: v for k, v in shared.instructions.items() if v and k != key}
+    assert not others, f"only {key} expected, got {others}"
+    return shared.instructions[key], shared.wavefronts[key], shared.bank_conflicts
+
+
+# ------------------------------------------------------------------------------ shared wavefronts --
+
+
+@pytest.mark.parametrize(
+    "offsets, width, wavefronts",
+    [
+        ([4 * lane for lane in range(32)], 4, 1),  # conflict-free
+        ([128 * lane for lane in range(32)], 4, 32),  # stride of 32 words: one bank, 32 words
+        ([0] * 32, 4, 1),  # broadcast
+        ([8 * lane for lane in range(32)], 4, 2),  # stride 2 words: 2-way
+        ([8 * lane for lane in range(32)], 8, 2),  # 8 bytes: one wavefront per half-warp
+        ([16 * lane for lane in range(32)], 16, 4),  # 16 bytes: one per quarter-warp
+        ([16 * (lane % 8) for lane in range(32)], 16, 4),  # quarter-warps reading the same 128 bytes
+        ([2 * lane for lane in range(32)], 2, 1),  # bf16 pairs share words
+        ([256 * lane for lane in range(32)], 16, 32),  # 16 bytes, every row on banks 0-3: 8-way per quarter
+    ],
+)
+@pytest.mark.parametrize("store", [False, True])
+def test_shared_wavefronts_known_answers(probes, offsets, width, wavefronts, store):
+    instructions, measured, conflicts = smem_counts(probes, offsets, width, store)
+    assert instructions == 1
+    assert measured == wavefronts
+    ideal = 1 if width <= 4 else 32 // (16 if width == 8 else 8)
+    assert conflicts == wavefronts - ideal
+
+
+def test_shared_wavefronts_match_the_stated_rule_on_random_patterns(probes):
+    rng = np.random.default_rng(7)
+    for trial in range(24):
+        width = int(rng.choice([1, 2, 4, 8, 16]))
+        offsets = [int(x) * width for x in rng.integers(0, 8192 // width, size=32)]
+        active = int(rng.integers(1, 2**32))
+        _, measured, _ = smem_counts(probes, offsets, width, bool(trial % 2), active)
+        assert measured == expected_wavefronts(offsets, width, active), (width, offsets, hex(active))
+
+
+def test_inactive_lanes_cost_nothing(probes):
+    # Lanes 0-7 only, 16 bytes each: one quarter-warp, one wavefront; half-warp 2 of an 8-byte access idle.
+    assert smem_counts(probes, [16 * lane for lane in range(32)], 16, active=0xFF)[1] == 1
+    assert smem_counts(probes, [8 * lane for lane in range(32)], 8, active=0xFFFF)[1] == 1
+
+
+@pytest.mark.parametrize(
+    "variant, key, matrices",
+    [(0, "ldmatrix_x4", 4), (1, "ldmatrix_x4_trans", 4), (2, "ldmatrix_x2", 2), (3, "ldmatrix_x2_trans", 2)],
+)
+def test_ldmatrix_wavefronts(probes, variant, key, matrices):
+    for offsets, conflict_free in (
+        ([16 * lane for lane in range(32)], True),
+        ([128 * lane for lane in range(32)], False),
+    ):
+        counters, _ = probes.call("ddk_probe_ldm", as_i32(offsets).ctypes.data, variant, COUNT)
+        shared = counters.kernels[0].totals.shared
+        assert shared.instructions[key] == 1
+        assert shared.wavefronts[key] == expected_ldmatrix_wavefronts(offsets, matrices)
+        if conflict_free:
+            assert shared.wavefronts[key] == matrices  # .x4 = 4 when its 8-row phases are conflict-free
+        else:
+            assert shared.wavefronts[key] == 8 * matrices  # 8 rows on the same four banks
+        assert counters.kernels[0].totals.ldmatrix == 1
+
+
+# ------------------------------------------------------------------------------------------ global --
+
+
+def run_global(probes, index: np.ndarray, blocks: int, threads: int, stores=False, flags=COUNT, workers=1):
+    data = aligned(4096, np.float32)
+    out = aligned(blocks * threads, np.float32)
+    idx = as_i32(index)
+    counters, _ = probes.call(
+        "ddk_probe_global", data.ctypes.data, idx.ctypes.data, out.ctypes.data, int(stores), blocks, threads,
+        flags, workers,
+    )  # fmt: skip
+    return counters, data.ctypes.data
+
+
+def expected_sectors(index: np.ndarray, base: int, threads: int):
+    per_instruction, unique = 0, set()
+    for warp_start in range(0, index.size, 32):
+        lanes = index[warp_start : warp_start + 32]
+        sectors = {(base + 4 * int(i)) // 32 for i in lanes if i >= 0}
+        per_instruction += len(sectors)
+        unique |= sectors
+    return per_instruction, len(unique)
+
+
+def test_a_kernel_that_reads_n_bytes_reports_n(probes):
+    blocks, threads = 3, 64
+    index = np.arange(blocks * threads)
+    counters, base = run_global(probes, index, blocks, threads)
+    g = counters.kernels[0].totals.global_
+    assert g.load_bytes == 4 * blocks * threads and g.store_bytes == 0 and g.cp_async_bytes == 0
+    assert (g.sectors, g.unique_sectors) == (4 * blocks * threads // 32, 4 * blocks * threads // 32)
+    assert (g.sectors, g.unique_sectors) == expected_sectors(index, base, threads)
+
+
+def test_sectors_total_and_unique_on_a_scattered_read(probes):
+    blocks, threads = 4, 96
+    rng = np.random.default_rng(3)
+    index = rng.integers(0, 600, size=blocks * threads)
+    index[rng.integers(0, index.size, size=40)] = -1  # some threads read nothing
+    counters, base = run_global(probes, index, blocks, threads, stores=True)
+    kernel = counters.kernels[0]
+    g = kernel.totals.global_
+    reading = int((index >= 0).sum())
+    assert g.load_bytes == 4 * reading and g.store_bytes == 4 * reading
+    load_sectors, unique_loads = expected_sectors(index, base, threads)
+    assert g.sectors > load_sectors  # stores touch sectors too
+    assert g.unique_sectors >= unique_loads
+    # Per CTA: its own unique sectors, never more than its sectors, and the CTAs add up to the launch.
+    assert sum(s.load_bytes * s.count for s in kernel.cta_shapes) == g.load_bytes
+    assert sum(s.sectors * s.count for s in kernel.cta_shapes) == g.sectors
+    for shape in kernel.cta_shapes:
+        assert shape.unique_sectors <= shape.sectors
+
+
+def test_the_grid_is_reported_and_identical_ctas_group(probes):
+    blocks, threads = 189, 32
+    index = np.tile(np.arange(threads), blocks)  # every CTA reads the same 128 bytes
+    each, _ = run_global(probes, index, blocks, threads)
+    grouped, _ = run_global(probes, index, blocks, threads, flags=COUNT | GROUP)
+    for counters, shapes, detail in ((each, blocks, "all"), (grouped, 1, "shapes")):
+        (k,) = counters.kernels
+        assert k.grid == (189, 1, 1) and k.ctas == 189 and k.threads_per_cta == 32 and k.cta_detail == detail
+        assert len(k.cta_shapes) == shapes
+        assert k.totals.global_.unique_sectors == 4 and k.totals.global_.sectors == 4 * 189
+    assert grouped.kernels[0].cta_shapes[0].count == 189
+    assert [s.example_cta for s in each.kernels[0].cta_shapes] == [(b, 0, 0) for b in range(189)]
+    assert grouped.kernels[0].totals == each.kernels[0].totals
+
+
+def test_counters_do_not_depend_on_the_worker_count(probes):
+    rng = np.random.default_rng(11)
+    index = rng.integers(0, 4000, size=40 * 64)
+    one, _ = run_global(probes, index, 40, 64, stores=True, workers=1)
+    two, _ = run_global(probes, index, 40, 64, stores=True, workers=2)
+    three, _ = run_global(probes, index, 40, 64, stores=True, workers=3)
+    assert one.to_json() == two.to_json() == three.to_json()
+
+
+# ----------------------------------------------------------------------------------- phases, cp.async --
+
+
+def test_phases_split_at_block_barriers(probes):
+    out = aligned(64, np.float32)
+    counters, _ = probes.call("ddk_probe_phases", out.ctypes.data, 64, COUNT)
+    (shape,) = counters.kernels[0].cta_shapes
+    assert shape.barriers == 2 and len(shape.phases) == 3
+    p0, p1, p2 = shape.phases
+    assert (p0.mma, p0.shuffles, p0.instructions["sync_block"]) == (4, 0, 2)  # 2 per warp, 2 warps
+    assert (p1.mma, p1.shuffles) == (0, 6)
+    assert p2.instructions["st_shared"] == 2 and p2.instructions["st_global"] == 2
+    assert p2.global_store_bytes == 256 and p2.global_bytes == 0 and p2.shared_wavefronts == 2
+    for p in shape.phases:
+        assert p.warp_instructions == sum(p.instructions.values())
+    assert counters.kernels[0].totals.barriers == 2
+
+
+@pytest.mark.parametrize("late_wait_phases", [1, 3])
+def test_cp_async_bytes_in_flight_and_late_waits(probes, late_wait_phases):
+    chunks = 4
+    src = aligned(512 * chunks, np.uint8)
+    src[:] = np.arange(src.size) % 251
+    out = aligned(512 * chunks, np.uint8)
+    counters, _ = probes.call(
+        "ddk_probe_cp_traced", src.ctypes.data, out.ctypes.data, chunks, COUNT, late_wait_phases
+    )
+    assert np.array_equal(out, src)  # the traced launch still computes
+    (k,) = counters.kernels
+    assert k.totals.global_.cp_async_bytes == 512 * chunks
+    assert k.totals.global_.load_bytes == 0 and k.totals.global_.store_bytes == 512 * chunks
+    assert k.totals.shared.instructions["cp_async_16"] == chunks
+    assert k.totals.shared.wavefronts["cp_async_16"] == 4 * chunks
+    (shape,) = k.cta_shapes
+    waits = shape.cp_async_waits
+    # Chunk k+1 is issued before chunk k is waited for: two chunks in flight until the last.
+    assert [w.bytes_in_flight for w in waits] == [1024, 1024, 1024, 512, 0]
+    assert [w.bytes_completed for w in waits] == [512, 512, 512, 512, 0]
+    # Chunk 0 is waited for right after its commit; the others were committed two barriers earlier.
+    assert [w.phases_ahead for w in waits] == [0, 2, 2, 2, -1]
+    late = [w.phases_ahead < late_wait_phases and w.bytes_completed > 0 for w in waits]
+    assert [w.late for w in waits] == late
+    assert k.totals.cp_async.late_waits == sum(late) and k.totals.cp_async.waits == 5
+    assert list(k.totals.cp_async.bytes_in_flight_at_wait) == [1024, 1024, 1024, 512, 0]
+
+
+# ------------------------------------------------------------------------------- the verify kernel --
+
+MMA_FLOPS_SHAPE = 16 * 8 * 16  # m16n8k16
+DIM_QK, DIM_V, BLOCK_M, BLOCK_N, WARPS = 576, 512, 32, 32, 8
+
+
+def small_case(**fields):
+    entry = {
+        "label": "c",
+        "seed": 3,
+        "model": "kimi-k2.6",
+        "layout": {"tp": 8},
+        "batch_size": 1,
+        "prefix": 21,
+        "tree": {"kind": "ddtree", "budget": 8},
+    }
+    entry.update(fields)
+    return parse_suite({"name": "t", "cases": [entry]}, "t").cases[0]
+
+
+def tiling(backend: CudaEmuBackend, x):
+    """Per active CTA (split, row tile, request): its tiles and valid rows, from the plan alone."""
+    launch = backend.prepare(x)
+    k, plan = launch.kernel, launch.plan
+    kv_off, q_off = k.kv_offsets.tolist(), k.q_offsets.tolist()
+    ctas = []
+    for request in range(k.batch_size):
+        keys, q_len = kv_off[request + 1] - kv_off[request], q_off[request + 1] - q_off[request]
+        rows = q_len * k.heads
+        tiles = -(-keys // BLOCK_N)
+        per_split = -(-tiles // plan.num_splits)
+        for row_tile in range(plan.row_tiles):
+            if row_tile * BLOCK_M >= rows:
+                continue
+            for split in range(plan.num_splits):
+                begin, end = split * per_split, min(tiles, (split + 1) * per_split)
+                n_tiles = max(0, end - begin)
+                valid_keys = sum(
+                    1 for t in range(begin, end) for j in range(BLOCK_N) if t * BLOCK_N + j < keys
+                )
+                valid_rows = min(BLOCK_M, rows - row_tile * BLOCK_M)
+                ctas.append((n_tiles, valid_keys, valid_rows))
+    return launch, ctas
+
+
+@pytest.fixture(scope="module")
+def emu():
+    return CudaEmuBackend(workers=1)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {},  # q9, one tile, no split
+        {"prefix": 700, "tree": {"kind": "ddtree", "budget": 16}},  # split keys, a combine
+        {"batch_size": 3, "prefix": [0, 65, 300], "tree": {"kind": "chain", "length": 5}},  # ragged
+    ],
+)
+def test_verify_kernel_counters_match_its_tiling(emu, fields):
+    x = generate_inputs(small_case(**fields))
+    plain = emu.run(x).clone()
+    x.fresh_output()
+    traced = emu.run_traced(x, counters=True)
+    assert torch.equal(plain.view(torch.int16), traced.out.view(torch.int16))  # counting changes nothing
+    launch, ctas = tiling(emu, x)
+    verify = traced.counters.kernel("verify")
+    assert (
+        verify.grid == launch.plan.grid
+        and verify.threads_per_cta == 256
+        and verify.dynamic_smem_bytes == 90112
+    )
+    t = verify.totals
+    # S = Q K^T: per warp 16 rows x 32 keys x 144 dims; O += P V: 16 rows x 128 columns x 32 keys.
+    mma_per_tile = WARPS * (16 * BLOCK_N * (DIM_QK // 4) + 16 * (DIM_V // 4) * BLOCK_N) // MMA_FLOPS_SHAPE
+    assert t.mma == mma_per_tile * sum(n for n, _, _ in ctas)
+    working = [c for c in ctas if c[0] > 0]
+    assert t.barriers == sum(2 + 3 * n for n, _, _ in working)
+    assert t.global_.cp_async_bytes == sum(2 * DIM_QK * (rows + keys) for _, keys, rows in working)
+    # Every key of every request is read at least once: unique bytes >= the KV rows the case must read.
+    kv_bytes = 2 * DIM_QK * int(torch.unique(launch.kernel.kv_slots).numel())
+    assert 32 * t.global_.unique_sectors >= kv_bytes
+    # ldmatrix at the conflict-free minimum; the partial-S reduction's 32-bit accesses are 8-way conflicted:
+    # lanes (g, t) hit word 32g + 2t, so 8 rows share each of 4 banks.
+    reduce_offsets = [4 * (32 * (lane // 4) + 2 * (lane % 4)) for lane in range(32)]
+    assert expected_wavefronts(reduce_offsets, 4) == 8
+    assert t.shared.wavefronts["ldmatrix_x4"] == 4 * t.shared.instructions["ldmatrix_x4"]
+    assert t.shared.wavefronts["st32"] == 8 * t.shared.instructions["st32"]
+    assert t.shared.wavefronts["ld32"] == 8 * t.shared.instructions["ld32"]
+    assert t.cp_async.waits == sum(1 + n for n, _, _ in working)
+    assert len(verify.cta_shapes) == verify.ctas  # one entry per CTA unless grouped
+    combine = traced.counters.kernel("combine")
+    assert (combine is not None) == (launch.plan.num_splits > 1)
+
+
+def test_verify_counters_grouped_and_over_workers(emu):
+    x = generate_inputs(small_case(prefix=900, tree={"kind": "ddtree", "budget": 8}))
+    one = emu.run_traced(x, counters=True, group_shapes=True).counters
+    x.fresh_output()
+    two = CudaEmuBackend(workers=2).run_traced(x, counters=True, group_shapes=True).counters
+    assert one.to_json() == two.to_json()
+    verify = one.kernel("verify")
+    assert sum(s.count for s in verify.cta_shapes) == verify.ctas > len(verify.cta_shapes)
+
+
+# -------------------------------------------------------------------------------- the typed reader --
+
+
+def test_counters_round_trip_and_bad_files_name_the_field(probes, tmp_path):
+    counters, _ = probes.call("ddk_probe_phases", aligned(64, np.float32).ctypes.data, 64, COUNT)
+    doc = counters.to_json()
+    assert parse_counters(doc) == counters
+    good = tmp_path / "counters.json"
+    good.write_text(json.dumps(doc))
+    assert load_counters(good) == counters
+    doc["kernels"][0]["totals"]["global"]["load_bytes"] = -1
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=r"bad\.json: \$\.kernels\[0\]\.totals\.global\.load_bytes: must be"):
+        load_counters(bad)
+    del doc["kernels"][0]["cta_shapes"][0]["phases"][1]["mma"]
+    doc["kernels"][0]["totals"]["global"]["load_bytes"] = 0
+    with pytest.raises(InputError, match=r"cta_shapes\[0\]\.phases\[1\]\.mma: missing"):
+        parse_counters(doc, "x.json")
+    (tmp_path / "huge.json").write_text(" " * 2000)
+    with pytest.raises(InputError, match="larger than 1000 bytes"):
+        load_counters(tmp_path / "huge.json", limit=1000)
+    (tmp_path / "text.json").write_text("{nope")
+    with pytest.raises(InputError, match="not JSON"):
+        load_counters(tmp_path / "text.json")
+
+
+# --------------------------------------------------------------------- one CTA per work shape --
+
+EXACT_WHEN_SAMPLED = ("barriers", "mma", "ldmatrix", "shuffles")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"prefix": 2000, "tree": {"kind": "ddtree", "budget": 8}},  # 64 splits, most of them alike
+        {"batch_size": 3, "prefix": [0, 130, 700], "tree": {"kind": "ddtree", "budget": 32}},  # ragged
+        {"model": "deepseek-v3", "prefix": 300, "tree": {"kind": "chain", "length": 40}},  # partial row tiles
+    ],
+)
+def test_one_cta_per_shape_keeps_the_exact_counts(emu, fields):
+    x = generate_inputs(small_case(**fields))
+    full = emu.run_traced(x, counters=True, group_shapes=True).counters
+    x.fresh_output()
+    sampled = emu.run_traced(x, counters=True, one_cta_per_shape=True)
+    assert sampled.sampled
+    for name in ("verify", "combine"):
+        a, b = full.kernel(name), sampled.counters.kernel(name)
+        assert (a is None) == (b is None)
+        if a is None:
+            continue
+        assert b.ctas == a.ctas and b.grid == a.grid
+        for field in EXACT_WHEN_SAMPLED:
+            assert getattr(b.totals, field) == getattr(a.totals, field), (name, field)
+        assert b.totals.shared == a.totals.shared
+        ga, gb = a.totals.global_, b.totals.global_
+        assert (gb.store_bytes, gb.cp_async_bytes) == (ga.store_bytes, ga.cp_async_bytes)
+        if name == "verify":
+            assert gb.load_bytes == ga.load_bytes
+            assert gb.unique_sectors <= ga.unique_sectors  # a lower bound from the CTAs that ran
+        else:  # the combine skips splits whose weight underflows: data the sampled launch does not have
+            assert gb.load_bytes >= ga.load_bytes and gb.unique_sectors >= ga.unique_sectors
+        assert b.totals.cp_async == a.totals.cp_async or name == "verify"
+        assert sorted(b.totals.cp_async.bytes_in_flight_at_wait) == sorted(
+            a.totals.cp_async.bytes_in_flight_at_wait
+        )
+        assert b.totals.cp_async.late_waits == a.totals.cp_async.late_waits
+    verify_full, verify_sampled = full.kernel("verify"), sampled.counters.kernel("verify")
+    assert (
+        verify_sampled.emulated_ctas < verify_sampled.ctas or verify_full.ctas == verify_sampled.emulated_ctas
+    )
+
+    # Same shapes, same phases: the grouped full launch has the sampled launch's shapes (and maybe splits
+    # of one predicted shape that addresses alone tell apart).
+    def as_phases(k):
+        return sorted(str((s.phases, s.cp_async_waits)) for s in k.cta_shapes for _ in range(s.count))
+
+    assert as_phases(verify_full) == as_phases(verify_sampled)
