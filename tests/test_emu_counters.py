@@ -251,7 +251,7 @@ def small_case(**fields):
 
 def tiling(backend: CudaEmuBackend, x):
     """Per active CTA (split, row tile, request): its tiles and valid rows, from the plan alone."""
-    launch = backend.prepare(x)
+    launch = backend.marshaled_launch(x)
     k, plan = launch.kernel, launch.plan
     kv_off, q_off = k.kv_offsets.tolist(), k.q_offsets.tolist()
     ctas = []

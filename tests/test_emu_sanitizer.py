@@ -160,7 +160,7 @@ def test_the_verify_kernel_is_clean_on_suite_cases(emu):
 def test_memcheck_names_the_kv_pool_when_a_slot_points_past_it(emu, monkeypatch):
     case = load_suite(SUITES / "smoke.json").cases[0]
     x = generate_inputs(case)
-    real_prepare = CudaEmuBackend.prepare
+    real_prepare = CudaEmuBackend.marshaled_launch
 
     def bad_slot(self, inputs):
         launch = real_prepare(self, inputs)
@@ -169,7 +169,7 @@ def test_memcheck_names_the_kv_pool_when_a_slot_points_past_it(emu, monkeypatch)
         kernel = type(launch.kernel)(**{**vars(launch.kernel), "kv_slots": slots})
         return PreparedLaunch(kernel, launch.plan, launch.out, launch.ws_o, launch.ws_lse)
 
-    monkeypatch.setattr(CudaEmuBackend, "prepare", bad_slot)
+    monkeypatch.setattr(CudaEmuBackend, "marshaled_launch", bad_slot)
     report = emu.run_traced(x, counters=False, sanitize=True).sanitizer
     kv = [f for f in report.findings if f.check == "memcheck" and f.buffer == "kv"]
     assert kv, report.summary()
