@@ -43,10 +43,36 @@ def _run(*args):
     return CliRunner().invoke(cli, ["profile", SMOKE, "-k", PICK, *args])
 
 
-def test_without_the_emulation_counters_profile_says_it_cannot_run():
+def test_profile_models_the_emulations_own_counters(tmp_path):
+    """No --counters: one counted launch under the emulation, every CTA (the smoke case is small)."""
+    out = tmp_path / "p.json"
+    result = _run("--json", str(out))
+    assert result.exit_code == 0, result.output
+    cases = json.loads(out.read_text())["cases"]
+    assert cases and all(c["counters_source"] == "emulated, every CTA" for c in cases)
+    assert all(c["cuda"]["modeled_us"] > 0 and c["floor"]["floor_us"] > 0 for c in cases)
+
+
+def test_a_big_case_is_counted_on_one_cta_per_shape_and_says_so(tmp_path, monkeypatch):
+    import ddbench.cli.emulated_counters as emulated
+
+    monkeypatch.setattr(emulated, "SAMPLE_ABOVE", 0)
+    out = tmp_path / "p.json"
+    result = _run("--json", str(out))
+    assert result.exit_code == 0, result.output
+    assert "DRAM bytes are an upper bound" in result.output
+    cases = json.loads(out.read_text())["cases"]
+    assert cases and all(c["counters_source"] == "emulated, one CTA per work shape" for c in cases)
+
+
+def test_without_the_emulation_profile_says_it_cannot_run(monkeypatch):
+    from ddbench.backends.cuda_emu import CudaEmuBackend
+    from ddbench.backends.protocol import Availability
+
+    monkeypatch.setattr(CudaEmuBackend, "availability", lambda self: Availability.no("no C++ compiler"))
     result = _run()
     assert result.exit_code == 3
-    assert "unavailable: the emulation's counters are not built yet" in result.output
+    assert "profile: unavailable: no C++ compiler" in result.output
     assert "Traceback" not in result.output
 
 

@@ -79,8 +79,11 @@ class CudaEmuBackend:
     name = "cuda-emu"
     capabilities = Capabilities(lse=True)
 
-    def __init__(self, num_splits: int | None = None, workers: int | None = None) -> None:
+    def __init__(
+        self, num_splits: int | None = None, workers: int | None = None, sm_count: int | None = None
+    ) -> None:
         self.num_splits = num_splits  # None: the same heuristic as on a GPU
+        self.sm_count = sm_count  # None: plan as on an RTX PRO 6000 (ddbench/kernel/plan.py); profile sets it
         self.workers = workers if workers is not None else int(os.environ.get("DDK_EMU_WORKERS", "0") or 0)
         self._library: ctypes.CDLL | None = None
         self._problem: str | None = None
@@ -132,7 +135,9 @@ class CudaEmuBackend:
 
     def marshaled_launch(self, inputs: VerifyInputs) -> PreparedLaunch:
         """Marshaling and plan; the seam `ddbench selftest`'s mutants use to inject marshaling mistakes."""
-        return prepare_launch(inputs, num_splits=self.num_splits)
+        if self.sm_count is None:
+            return prepare_launch(inputs, num_splits=self.num_splits)
+        return prepare_launch(inputs, sm_count=self.sm_count, num_splits=self.num_splits)
 
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         """Marshal and plan once; the launch is the emulated kernel call alone."""

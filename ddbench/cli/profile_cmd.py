@@ -1,9 +1,9 @@
 """`ddbench profile SUITE`: per case, the custom kernel's counters turned into a *modeled* time on a named
 GPU, its floor, and the modeled Triton kernel; a table, and on request JSON, markdown and a PNG.
 
-The counters come from the CPU emulation (`emulated_counters`); until it counts, the command says it cannot
-run (exit 3) rather than invent counters. `--counters FILE` takes counters made elsewhere (a JSON object of
-case ID -> counters document), which is also how the tests drive it.
+The counters come from one counted launch of the kernel under the CPU emulation, planned for the named GPU
+(ddbench/cli/emulated_counters.py; exit 3 when the emulation cannot be built). `--counters FILE` takes
+counters made elsewhere (a JSON object of case ID -> counters document).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from rich.table import Table
 
 from ddbench.atomic import check_writable, write_atomic, write_json_atomic
 from ddbench.cli.common import load_suites, require_cases, select_cases, stdout
-from ddbench.errors import BackendUnavailable, InputError
+from ddbench.cli.emulated_counters import emulated_counters
+from ddbench.errors import InputError
 from ddbench.kernel.kernel_check import kernel_check
 from ddbench.model.calibration import calibration_for
 from ddbench.model.floor import CaseShape
@@ -32,12 +33,6 @@ from ddbench.suite.load import read_json
 from ddbench.suite.model import Case
 
 CALIBRATION_FILE = Path(__file__).resolve().parents[1] / "model" / "calibration.json"
-COUNTERS_UNAVAILABLE = "profile: unavailable: the emulation's counters are not built yet"
-
-
-def emulated_counters(case: Case) -> Mapping[str, Any]:
-    """The emulation's counters document for one case: where the emulation's counting run plugs in."""
-    raise BackendUnavailable(COUNTERS_UNAVAILABLE)
 
 
 def _counters_from_file(path: str, cases: list[Case]) -> dict[str, Mapping[str, Any]]:
@@ -183,9 +178,11 @@ def profile_command(
     given = None if counters_path is None else _counters_from_file(counters_path, cases)
     registers: dict[str, int] | None = None
     profiles: list[CaseProfile] = []
+    sources: dict[str, str] = {}  # case ID -> where its counters came from (every CTA, sampled, a file)
+    notes: list[str] = []
     for case in cases:
         start = time.perf_counter()
-        counters = emulated_counters(case) if given is None else given[case.id]
+        counters = emulated_counters(case, gpu) if given is None else given[case.id]
         counted = time.perf_counter() - start
         if not profiles:  # after the first counters: a run that cannot count never waits for ptxas
             registers = _registers(gpu.arch, registers_path)
@@ -195,12 +192,20 @@ def profile_command(
         )
         seconds = counted + time.perf_counter() - start
         profiles.append(dataclasses.replace(profile, modeling_seconds=seconds))
+        sources[case.id] = str(counters.get("source", "given (--counters)"))
+        if counters.get("dram_bytes"):
+            notes.append(f"{case.id}: counted on one CTA per work shape; DRAM bytes are an upper bound")
     title = f"modeled on {gpu.name} ({calibration.label}; error {calibration.error_band})"
     _print(profiles, title)
+    for note in notes:
+        stdout.print(f"note: {note}", highlight=False)
     if registers is None:
         stdout.print("note: registers per thread unknown (no nvcc): occupancy ignores them", highlight=False)
     if json_path:
-        write_json_atomic(json_path, profile_document(profiles, gpu, calibration))
+        document = profile_document(profiles, gpu, calibration)
+        for entry in document["cases"]:
+            entry["counters_source"] = sources[entry["case"]]
+        write_json_atomic(json_path, document)
     if markdown_path:
         write_atomic(markdown_path, profile_markdown(profiles, gpu, calibration))
     if plot_path:

@@ -1,0 +1,52 @@
+"""The counters `ddbench profile` models: one counted launch of the kernel's own source under the emulation.
+
+The launch is planned for the named GPU (its SM count decides the splits). Small cases run every CTA, so
+every count is exact. Big ones (more than SAMPLE_ABOVE key-tiles x row-tiles) run one CTA per work shape,
+each counted for all of its shape (docs/emulation.md): mma, barriers, bytes, sectors, wavefronts and waits
+stay exact, but the launch-wide unique sectors of a sampled run only bound DRAM traffic from below. For
+those the document's unique sectors are replaced by the sum over shapes of count x per-CTA unique sectors
+(capped at all sectors): an upper bound (CTAs of one request share its KV through L2), so the modeled time
+of a sampled case leans slow, never fast, and the document says `"dram_bytes": "upper bound (sampled)"`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from ddbench.backends.cuda_emu import CudaEmuBackend
+from ddbench.errors import BackendUnavailable
+from ddbench.inputs import generate_inputs
+from ddbench.kernel.plan import BLOCK_M
+from ddbench.model.gpus import GpuSpec
+from ddbench.suite.model import Case
+
+SAMPLE_ABOVE = 100_000  # key tiles x row tiles: a full counted run of about 10 s on 2 cores
+
+
+def emulation_work(case: Case) -> int:
+    rows = case.q_len * case.heads_per_rank
+    row_tiles = -(-rows // BLOCK_M)
+    return sum(prefix + case.q_len for prefix in case.prefix_lens) * row_tiles
+
+
+def emulated_counters(case: Case, gpu: GpuSpec) -> Mapping[str, Any]:
+    backend = CudaEmuBackend(sm_count=gpu.sms)
+    status = backend.availability()
+    if not status.ok:
+        raise BackendUnavailable(f"profile: unavailable: {status.detail}")
+    sampled = emulation_work(case) > SAMPLE_ABOVE
+    inputs = generate_inputs(case, torch.device("cpu"))
+    run = backend.run_traced(inputs, counters=True, group_shapes=True, one_cta_per_shape=sampled)
+    assert run.counters is not None
+    document = run.counters.to_json()
+    if sampled:
+        for kernel in document["kernels"]:
+            totals = kernel["totals"]["global"]
+            bound = sum(shape["count"] * shape["unique_sectors"] for shape in kernel["cta_shapes"])
+            totals["unique_sectors"] = min(totals["sectors"], max(totals["unique_sectors"], bound))
+        document["dram_bytes"] = "upper bound (sampled)"
+    document["source"] = "emulated" + (", one CTA per work shape" if sampled else ", every CTA")
+    return document
