@@ -1,0 +1,51 @@
+"""CI gate: the kernel's exact counters and modeled times against the committed model baselines.
+
+A kernel change that adds DRAM or L2 traffic, bank conflicts or waves, or slows the modeled time past the
+tolerance, fails `make test` on a CPU-only machine unless the same commit updates
+`baselines/model-<gpu>/<suite>.json` (`ddbench profile SUITE --gpu GPU --update-baseline FILE`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ddbench.cli.main import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINES = sorted((ROOT / "baselines").glob("model-*/*.json"))
+
+
+def _profile(suite: str, gpu: str, baseline: Path):
+    args = ["profile", str(ROOT / "suites" / f"{suite}.json"), "--gpu", gpu, "--baseline", str(baseline)]
+    return CliRunner().invoke(cli, args)
+
+
+def test_model_baselines_are_committed_for_the_target_gpus():
+    names = {(p.parent.name, p.stem) for p in BASELINES}
+    for gpu in ("model-rtx-pro-6000", "model-h200"):
+        assert {(gpu, "smoke"), (gpu, "kernel-parity")} <= names
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="registers per thread come from nvcc's ptxas")
+@pytest.mark.parametrize("baseline", BASELINES, ids=[f"{p.parent.name}/{p.stem}" for p in BASELINES])
+def test_the_kernel_does_not_regress_against_its_model_baseline(baseline):
+    result = _profile(baseline.stem, baseline.parent.name.removeprefix("model-"), baseline)
+    assert result.exit_code == 0, result.output[-3000:]
+    assert "model baseline: no regression" in result.output
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="registers per thread come from nvcc's ptxas")
+def test_the_gate_fails_when_the_kernel_reads_more_than_its_baseline(tmp_path):
+    source = ROOT / "baselines" / "model-rtx-pro-6000" / "smoke.json"
+    document = json.loads(source.read_text())
+    first = next(iter(document["cases"].values()))
+    first["unique_dram_bytes"] = first["unique_dram_bytes"] // 2  # as if the kernel used to read half
+    tampered = tmp_path / "smoke.json"
+    tampered.write_text(json.dumps(document))
+    result = _profile("smoke", "rtx-pro-6000", tampered)
+    assert result.exit_code == 1 and "REGRESSED" in result.output
