@@ -287,10 +287,10 @@ def test_update_writes_a_baseline_and_run_judges_against_it(tmp_path, plugins):
     run = CliRunner().invoke(
         cli, ["run", str(suite), "--baseline", str(path), "--json", str(tmp_path / "r.json")]
     )
-    assert run.exit_code in (0, 1), run.output  # 1 only if the host's load changed between the two runs
+    assert run.exit_code == 0, run.output  # the fake clock: the same latency as the stored one
     case = json.loads((tmp_path / "r.json").read_text())["cases"][0]
     (check,) = [c for c in case["latency"]["verdict"]["checks"] if c["kind"] == "regression"]
-    assert check["status"] in (PASS, FAIL)
+    assert check["status"] == PASS
     assert f"baseline {entry.latency.median_us:.2f} us" in check["detail"]  # judged against the stored one
 
 

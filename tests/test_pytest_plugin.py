@@ -174,3 +174,25 @@ def test_xdist_spreads_the_suite_and_merges_one_results_file(workdir):
     assert sorted(c["id"].split(".")[0] for c in document["cases"]) == ["one", "two"]
     assert len(document["shards"]) == 2  # one part per worker, merged; the parts are gone
     assert not list(workdir.glob("parity.json.gw*"))
+
+
+def test_a_reference_only_backend_nothing_is_compared_against_is_skipped_not_passed(workdir):
+    (workdir / "judged.json").write_text(
+        json.dumps({**SUITE, "defaults": {**SUITE["defaults"], "parity": [REFERENCE_BOUND]}})
+    )
+    backends = "reference,reference-fp64,ddbench_test_plugin_backends:Ones"
+    run = pytest_run(
+        workdir,
+        "--ddbench-suite",
+        "judged.json",
+        "--ddbench-backends",
+        backends,
+        "--ddbench-reference-only",
+        "ones",
+        "-k",
+        "one",
+        "-rs",
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "2 passed, 2 skipped" in run.stdout  # -k one also selects case two's `ones` test
+    assert "ones: reference only, and no candidate here is compared against it" in run.stdout

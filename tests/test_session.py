@@ -13,7 +13,7 @@ from ddbench.errors import InputError
 from ddbench.results.document import run_verdict
 from ddbench.results.merge import merge_results
 from ddbench.runner import Session, SessionOptions
-from ddbench.runner.roles import Role, role_in
+from ddbench.runner.roles import Role, roles_in
 from ddbench.suite import parse_suite
 from ddbench.suite.select import case_filter
 
@@ -34,6 +34,36 @@ class Ones:
     def run(self, inputs):
         inputs.o_extend.fill_(1.0)
         return inputs.o_extend
+
+
+class Split:
+    name = "split"  # correct through run(), wrong through the prepared launch that timing uses
+
+    def availability(self):
+        return Availability.yes("test")
+
+    def run(self, inputs):
+        from ddbench.backends.reference import ReferenceBackend
+
+        return ReferenceBackend().run(inputs)
+
+    def prepare(self, inputs):
+        def launch():
+            inputs.o_extend.zero_()
+            return inputs.o_extend
+
+        return launch
+
+
+class Raises(Ones):
+    name = "raises"
+
+    def availability(self):
+        raise RuntimeError("driver exploded")
+
+
+class Reference(Ones):
+    name = "reference"
 """
 
 
@@ -128,6 +158,50 @@ def test_a_backend_judged_on_some_cases_is_not_run_on_the_others(tmp_path):
     assert "not run where no bound judges them: triton on 1 case(s)" in session.describe()
 
 
+def test_a_candidate_whose_truth_does_not_run_is_not_judged_by_that_bound(tmp_path, monkeypatch):
+    """A bound judges nothing when its `against` is not run: the mutant borrows cuda-emu's bounds, which are
+    against reference-fp64, and reference-fp64 is not asked for — so nothing would judge the mutant."""
+    suite = _suite(
+        tmp_path,
+        [
+            {"candidate": "triton", "against": "reference", "max_row_ulp": 3.0},
+            {"candidate": "cuda-emu", "against": "reference-fp64", "max_row_ulp": 1.5},
+        ],
+    )
+    result = _run("run", suite, "--backends", "reference,triton,mutant-emu:mask-stride", "--as", "cuda-emu")
+    assert result.exit_code == 2 and "mutant-emu:mask-stride" in result.stderr
+
+
+def test_what_is_judged_is_the_prepared_launch_that_is_timed(tmp_path, monkeypatch):
+    (tmp_path / "wrongkern.py").write_text(WRONG)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    suite = _suite(tmp_path, [FP64])
+    args = ["--backends", "reference,reference-fp64", "--backend", "wrongkern:Split", "--as", "reference"]
+    result = _run("run", suite, *args)
+    assert result.exit_code == 1 and "2 failed" in result.stdout
+
+
+def test_plugin_problems_are_clear_errors(tmp_path, monkeypatch):
+    (tmp_path / "wrongkern.py").write_text(WRONG)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    suite = _suite(tmp_path, [FP64])
+    raising = _run("run", suite, "--backend", "wrongkern:Raises", "--as", "reference")
+    assert raising.exit_code == 3
+    assert "raises: unavailable: availability() failed: RuntimeError" in raising.stderr
+    shadow = _run("run", suite, "--backend", "wrongkern:Reference", "--as", "reference")
+    assert shadow.exit_code == 2 and "the name of a built-in backend" in shadow.stderr
+    no_template = _run("run", suite, "--as", "nosuch")
+    assert no_template.exit_code == 2
+    assert "no selected case has a bound with candidate 'nosuch'" in no_template.stderr
+
+
+def test_a_family_name_given_to_backend_is_a_name_not_a_module(tmp_path):
+    suite = _suite(tmp_path, [{"candidate": "cuda-emu", "against": "reference-fp64", "max_row_ulp": 1.5}])
+    args = ["--backends", "reference-fp64", "--backend", "mutant:draft-missing", "--as", "cuda-emu"]
+    result = _run("run", suite, *args)
+    assert result.exit_code == 1 and "2 failed" in result.stdout
+
+
 def test_roles():
     case = parse_suite(
         {
@@ -144,10 +218,16 @@ def test_roles():
         },
         "t",
     ).cases[0]
-    assert role_in(case, "reference") is Role.CANDIDATE
-    assert role_in(case, "reference-fp64") is Role.REFERENCE
-    assert role_in(case, "triton") is Role.UNJUDGED
-    assert role_in(case, "triton", reference_only=["triton"]) is Role.REFERENCE
+    everything = roles_in(case, ["reference", "reference-fp64", "triton"])
+    assert everything == {
+        "reference": Role.CANDIDATE,
+        "reference-fp64": Role.REFERENCE,
+        "triton": Role.UNJUDGED,
+    }
+    assert roles_in(case, ["triton"], reference_only=["triton"]) == {"triton": Role.REFERENCE}
+    # Without its truth the candidate is judged by nothing, and then the truth compares nothing.
+    assert roles_in(case, ["reference"]) == {"reference": Role.UNJUDGED}
+    assert roles_in(case, ["reference-fp64"]) == {"reference-fp64": Role.UNJUDGED}
 
 
 def test_a_run_in_which_every_case_is_skipped_never_says_passed(tmp_path):
@@ -180,17 +260,24 @@ def test_the_same_suite_twice_runs_each_case_once(tmp_path):
     assert len(session.cases) == 2 and len({c.id for c in session.cases}) == 2
 
 
+A, B = "a.kimi-k2.6-tp8-h8-bs1-p4096-chain2", "b.kimi-k2.6-tp8-h8-bs16-p4096-chain2"
+FULL_A, FULL_B = "full.kimi-k2.6-tp8-h8-bs1-p4096-chain2", "full.kimi-k2.6-tp8-h8-bs16-p4096-chain2"
+
+
 @pytest.mark.parametrize(
     ("expression", "ids"),
     [
-        ("bs1", ["a.kimi-k2.6-tp8-h8-bs1-p4096-chain2"]),
-        ("bs16", ["b.kimi-k2.6-tp8-h8-bs16-p4096-chain2"]),
-        ("full and bs1", []),
-        ("chain2 and not bs16", ["a.kimi-k2.6-tp8-h8-bs1-p4096-chain2"]),
-        ("kimi-k2.6", ["a.kimi-k2.6-tp8-h8-bs1-p4096-chain2", "b.kimi-k2.6-tp8-h8-bs16-p4096-chain2"]),
-        ("h8-bs16", ["b.kimi-k2.6-tp8-h8-bs16-p4096-chain2"]),
+        ("bs1", [A, FULL_A]),
+        ("bs16", [B, FULL_B]),
+        ("full and bs1", [FULL_A]),
+        ("full and bs16", [FULL_B]),
+        ("6", []),
+        ("k2.6 and bs16", [B, FULL_B]),
+        ("chain2 and not bs16 and not full", [A]),
+        ("cpu or (kimi-k2.6 and bs16 and not full)", [A, B]),
+        ("h8-bs16 and not full", [B]),
         ("p409", []),
-        ("gpu", ["b.kimi-k2.6-tp8-h8-bs16-p4096-chain2"]),
+        ("cpu", [A]),
     ],
 )
 def test_k_matches_whole_id_parts_and_tags(expression, ids):
@@ -198,10 +285,7 @@ def test_k_matches_whole_id_parts_and_tags(expression, ids):
         def __init__(self, id: str, tags: tuple[str, ...]) -> None:
             self.id, self.tags = id, tags
 
-    cases = [
-        Fake("a.kimi-k2.6-tp8-h8-bs1-p4096-chain2", ("cpu",)),
-        Fake("b.kimi-k2.6-tp8-h8-bs16-p4096-chain2", ("gpu",)),
-    ]
+    cases = [Fake(A, ("cpu",)), Fake(B, ("gpu",)), Fake(FULL_A, ("gpu",)), Fake(FULL_B, ("gpu",))]
     keep = case_filter(expression)
     assert [c.id for c in cases if keep(c)] == ids
 
@@ -226,6 +310,22 @@ def test_merge_of_two_of_three_shards_is_incomplete_and_names_the_missing_one():
     assert merged["complete"] is False and merged["missing_shards"] == ["2/3"]
     whole = merge_results([(f, _shard_document(f"{i}/3", [f])) for i, f in ((1, "a"), (2, "b"), (3, "c"))])
     assert whole["complete"] is True and whole["missing_shards"] == []
+
+
+def test_the_shard_is_recorded_as_merge_reads_it(tmp_path):
+    suite = _suite(tmp_path, [FP64])
+    out = tmp_path / "r.json"
+    assert _run("run", suite, "--shard", "01/2", "--json", out).exit_code == 0
+    assert json.loads(out.read_text())["shard"] == "1/2"
+    empty = _run("run", suite, "--shard", "3/3", "-k", "one")
+    assert empty.exit_code == 2 and "shard 3/3 holds none of the selected cases" in empty.stderr
+
+
+def test_merge_refuses_shards_of_different_runs():
+    one, other = _shard_document("1/2", ["x"]), _shard_document("2/2", ["y"])
+    other["suites"] = ["other.json"]
+    with pytest.raises(InputError, match="suites or -k filters differ"):
+        merge_results([("a", one), ("b", other)])
 
 
 def test_merge_refuses_shards_of_different_splits():

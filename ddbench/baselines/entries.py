@@ -22,7 +22,7 @@ class Refusal:
     """Why one case may not become a baseline. `noise` alone is the one kind a run may shrug off (that case
     keeps its old entry); any other kind means the measurement itself cannot be trusted."""
 
-    kind: str  # inputs, parity, unjudged, untimed, figures, noise
+    kind: str  # error, parity, unjudged, untimed, figures, noise
     text: str
 
     def __str__(self) -> str:
@@ -32,8 +32,8 @@ class Refusal:
 def refusals(result: CaseResult) -> list[Refusal]:
     """Why this result may not become a baseline: parity must have passed and every timing be quiet."""
     out = []
-    if result.error:
-        out.append(Refusal("inputs", f"inputs: {result.error}"))
+    if result.error:  # `inputs: ...` or `timing: ...`: the case's own error says which
+        out.append(Refusal("error", result.error))
     failed = [p for p in result.pairs if p.verdict.status not in (PASS, SKIPPED)]
     out += [
         Refusal(

@@ -152,7 +152,7 @@ def run_command(
             + "\n  ".join(refusals),
             path="--max-memory",
         )
-    sinks = outputs.sinks([s.path for s in session.suites], environment(), shard)
+    sinks = outputs.sinks([s.path for s in session.suites], environment(), session.shard, filter_expr)
     with ProgressSink(stderr, len(session.cases)) as progress:
         outcome = session.run([*sinks, progress])
     print_outcome(outcome, json_path)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from ddbench.atomic import write_atomic, write_json_atomic
-from ddbench.cli.common import load_suites, select_cases, stderr, stdout
+from ddbench.cli.common import load_suites, require_cases, select_cases, stderr, stdout
 from ddbench.errors import InputError
 from ddbench.explain.selftest import DEFAULT_AS, build_mutants, run_selftest
 from ddbench.report.diagnosis_markdown import selftest_markdown
@@ -50,8 +50,7 @@ def selftest_command(
 ) -> None:
     """Prove the suite catches every classic marshaling mistake and that explain names each one."""
     cases = select_cases(load_suites(suite_paths or (DEFAULT_SUITE,)), filter_expr)
-    if not cases:
-        raise InputError(f"no case matches -k {filter_expr!r}" if filter_expr else "the suites hold no case")
+    require_cases(cases, filter_expr)
     try:
         chosen, controls, notes = build_mutants(mutants, emu=not no_emu)
     except KeyError as err:

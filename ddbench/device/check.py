@@ -90,7 +90,7 @@ def step_parity(out_dir: Path) -> dict[str, Any]:
         sink = ResultsFileSink(out_dir / f"parity-{Path(path).stem}.json", [path], environment(), None)
         outcome = session.run([sink], deadline=deadline)
         summary["truncated"] |= not outcome.complete
-        summary["suites"][path] = outcome.summary
+        summary["suites"][path] = {**outcome.summary, "verdict": outcome.verdict}
         for result in outcome.results:
             if result.status.failed:
                 summary["failures"].append(
@@ -105,7 +105,10 @@ def step_parity(out_dir: Path) -> dict[str, Any]:
                     key = f"{pair.candidate} vs {pair.against}"
                     worst = summary["worst_max_row_ulp"].get(key, 0.0)
                     summary["worst_max_row_ulp"][key] = max(worst, pair.figures.max_row_ulp)
-    summary["ok"] = not summary["failures"]
+    # Cut short by the deadline, or nothing judged in a suite, is not ok: only a passed verdict everywhere.
+    summary["ok"] = not summary["failures"] and all(
+        s["verdict"] == "passed" for s in summary["suites"].values()
+    )
     return summary
 
 
@@ -174,7 +177,8 @@ def step_latency() -> dict[str, Any]:
                     "ratio_cuda_over_triton": round(ratios[0].median, 3) if ratios else None,
                 }
             )
-    return {"ok": all("error" not in r for r in rows), "rows": rows}
+    timed_both = all("cuda_median_us" in r and "triton_median_us" in r for r in rows)
+    return {"ok": bool(rows) and timed_both and all(r.get("status") == "pass" for r in rows), "rows": rows}
 
 
 def main() -> int:
@@ -217,8 +221,9 @@ def main() -> int:
         )
     for row in report["steps"].get("latency", {}).get("rows", []):
         print(
-            f"  {row['case']}: cuda {row['cuda_median_us']} us, triton {row['triton_median_us']} us, "
-            f"ratio {row['ratio_cuda_over_triton']}"
+            f"  {row['case']}: {row.get('status', row.get('error'))}: "
+            f"cuda {row.get('cuda_median_us', '-')} us, "
+            f"triton {row.get('triton_median_us', '-')} us, ratio {row.get('ratio_cuda_over_triton', '-')}"
         )
     return 0 if all(s.get("ok") for s in report["steps"].values()) else 1
 

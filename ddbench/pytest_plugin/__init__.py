@@ -9,11 +9,11 @@ when the command line named no path; beside the named paths otherwise). `Session
 `config.args` and treats them as initial paths, which pytest collects whatever their file name
 (`python_files` only filters files found by walking a folder). `pytest_generate_tests` then parametrizes the
 module's one test with every case × backend, IDs `<case ID>-<backend>`; the cases' tags are added as
-keywords, so `-k cpu` selects like `ddbench run -k`. The module gets the fixed node ID `ddbench-suite`
-(`pytest_pycollect_makemodule`): installed outside the rootdir its path-based ID would be empty, and
-benchmark names must match between machines to compare. Without `--ddbench-suite` the plugin adds nothing
-and imports nothing heavy (it loads in every pytest run of the environment), and the module's name keeps
-ordinary collection away from it.
+keywords, so `-k cpu` selects by tag as `ddbench run -k` does (ID words are pytest's substrings). The
+module gets the fixed node ID `ddbench-suite` (`pytest_pycollect_makemodule`): installed outside the
+rootdir its path-based ID would be empty, and benchmark names must match between machines to compare.
+Without `--ddbench-suite` the plugin adds nothing and imports nothing heavy (it loads in every pytest run
+of the environment), and the module's name keeps ordinary collection away from it.
 
 The work behind the tests is a ddbench Session (ddbench/pytest_plugin/bench.py), so the plugin refuses
 what `ddbench run` refuses: a backend that no bound judges stops pytest with exit 2 unless `--ddbench-as`

@@ -25,7 +25,7 @@ from ddbench.inputs import generate_inputs
 from ddbench.metrics.status import Status
 from ddbench.results.case_result import CaseResult
 from ddbench.runner import Session, SessionOptions
-from ddbench.runner.roles import Role, role_in
+from ddbench.runner.roles import Role
 from ddbench.runner.sinks import Sink
 from ddbench.suite.ids import workload_hash
 from ddbench.suite.model import Case
@@ -69,7 +69,18 @@ class SuiteBench:
         return self.session.unavailable.get(name)
 
     def role(self, case: Case, name: str) -> Role:
-        return role_in(case, name, self.session.options.reference_only)
+        return self.session.roles[case.id].get(name, Role.UNJUDGED)
+
+    def not_judged(self, case: Case, name: str) -> str | None:
+        """Why this test has nothing to judge here: its truth is unavailable, or it is a declared reference
+        that no candidate is compared against (a test that cannot fail is not a pass)."""
+        if name not in self.session.plan[case.id]:
+            return f"{name}: nothing here to judge it against (an unavailable backend was its truth)"
+        plan = self.session.plan[case.id]
+        compared = any(b.against == name and any(b.applies_to(p) for p in plan) for b in case.parity)
+        if self.role(case, name) is Role.REFERENCE and not compared:
+            return f"{name}: reference only, and no candidate here is compared against it"
+        return None
 
     def case_result(self, case: Case) -> CaseResult:
         if case.id not in self._parity:

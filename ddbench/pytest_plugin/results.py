@@ -52,7 +52,9 @@ def results_sinks(config: pytest.Config, suites: Sequence[str]) -> list[Sink]:
 
 
 def _running_workers(config: pytest.Config) -> bool:
-    return bool(config.pluginmanager.hasplugin("dsession"))
+    """The xdist controller (`-n N` given, not a worker): xdist registers its session plugin too late."""
+    workers = getattr(config.option, "numprocesses", None)
+    return _worker(config) is None and bool(workers)
 
 
 def merge_worker_results(config: pytest.Config) -> None:

@@ -13,7 +13,7 @@ import pytest
 def test_ddbench_case(benchmark, ddbench_case_backend) -> None:
     """One case on one backend: parity first (a failure fails the test), then timed by pytest-benchmark."""
     item = ddbench_case_backend
-    if reason := item.bench.unavailable(item.backend):
+    if reason := item.bench.unavailable(item.backend) or item.bench.not_judged(item.case, item.backend):
         pytest.skip(reason)
     if problems := item.bench.parity_problems(item.case, item.backend):
         pytest.fail("parity: " + "; ".join(problems), pytrace=False)

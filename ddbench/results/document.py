@@ -53,6 +53,7 @@ def results_document(
     environment: dict[str, Any],
     complete: bool = True,
     shard: str | None = None,
+    selection: str | None = None,
 ) -> dict[str, Any]:
     cases = [r.to_json() for r in results]
     now = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -64,6 +65,7 @@ def results_document(
         "complete": complete,
         "suites": suites,
         "shard": shard,
+        "filter": selection,
         "environment": environment,
         "summary": summary_of(cases),
         "cases": cases,

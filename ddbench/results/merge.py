@@ -28,6 +28,7 @@ def _shards_of(file: str, document: Mapping[str, Any]) -> list[dict[str, Any]]:
             "finished": document["finished"],
             "complete": document["complete"],
             "shard": document.get("shard"),
+            "filter": document.get("filter"),
             "suites": list(document["suites"]),
             "cases": len(document["cases"]),
             "environment": document["environment"],
@@ -81,6 +82,9 @@ def _missing_shards(shards: Sequence[Mapping[str, Any]]) -> list[str]:
     counts = {int(spec.split("/")[1]) for spec in specs}
     if len(counts) != 1:
         raise InputError(f"mixes shards of different splits: {', '.join(sorted(set(specs)))}", path="merge")
+    splits = {(tuple(s["suites"]), s.get("filter")) for s in shards}
+    if len(splits) != 1:
+        raise InputError("shards of different runs: their suites or -k filters differ", path="merge")
     (count,) = counts
     covered = {int(spec.split("/")[0]) for spec in specs}
     return [f"{i}/{count}" for i in range(1, count + 1) if i not in covered]

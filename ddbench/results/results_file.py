@@ -13,10 +13,15 @@ from ddbench.results.document import results_document, summary_of
 
 class ResultsFile:
     def __init__(
-        self, path: str | Path, suites: list[str], environment: dict[str, Any], shard: str | None = None
+        self,
+        path: str | Path,
+        suites: list[str],
+        environment: dict[str, Any],
+        shard: str | None = None,
+        selection: str | None = None,
     ) -> None:
         self.path = Path(path)
-        self.document = results_document([], suites, environment, complete=False, shard=shard)
+        self.document = results_document([], suites, environment, False, shard, selection)
         self._write()
 
     def add(self, result: CaseResult) -> None:

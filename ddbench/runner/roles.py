@@ -21,12 +21,30 @@ class Role(str, Enum):
     UNJUDGED = "unjudged"  # nothing would look at its output in this case: it is not run there
 
 
-def role_in(case: Case, name: str, reference_only: Iterable[str] = ()) -> Role:
-    if any(bound.applies_to(name) for bound in case.parity):
+def roles_in(case: Case, names: Sequence[str], reference_only: Iterable[str] = ()) -> dict[str, Role]:
+    """The role of each backend asked to run in this case, given the others that run beside it.
+
+    A candidate needs a bound that applies to it AND whose `against` runs too (a bound whose truth is not
+    run judges nothing); a reference needs a running candidate compared against it, or the user's word.
+    Dropping one backend can orphan another, so this repeats until nothing changes."""
+    declared = set(reference_only)
+    running = set(names)
+    while True:
+        roles = {n: _role(case, n, running, declared) if n in running else Role.UNJUDGED for n in names}
+        still = {n for n, role in roles.items() if role is not Role.UNJUDGED}
+        if still == running:
+            return roles
+        running = still
+
+
+def _role(case: Case, name: str, running: set[str], declared: set[str]) -> Role:
+    if any(bound.applies_to(name) and bound.against in running for bound in case.parity):
         return Role.CANDIDATE
-    if name in reference_only or any(bound.against == name for bound in case.parity):
-        return Role.REFERENCE
-    return Role.UNJUDGED
+    compared = any(
+        bound.against == name and any(bound.applies_to(other) for other in running if other != name)
+        for bound in case.parity
+    )
+    return Role.REFERENCE if compared or name in declared else Role.UNJUDGED
 
 
 def default_backends(case: Case) -> list[str]:
@@ -52,7 +70,7 @@ def lend_bounds(cases: Sequence[Case], names: Sequence[str], template: str) -> l
             for name in names
         ]
         out.append(dataclasses.replace(case, parity=case.parity + tuple(borrowed)))
-    if names and not any(b.candidate == template for c in cases for b in c.parity):
+    if not any(b.candidate == template for c in cases for b in c.parity):
         raise InputError(
             f"no selected case has a bound with candidate {template!r} to lend; candidates: "
             + (", ".join(candidates_of(cases)) or "none"),
@@ -61,27 +79,20 @@ def lend_bounds(cases: Sequence[Case], names: Sequence[str], template: str) -> l
     return out
 
 
-def refuse_unjudged(
-    cases: Sequence[Case], wanted: dict[str, list[str]], reference_only: Sequence[str]
-) -> None:
-    """`wanted`: case ID -> the backends asked to run there. A backend that is neither judged nor a reference
-    on ANY case where it was asked is refused before any work (exit 2): it would only ever run unjudged."""
-    by_id = {c.id: c for c in cases}
-    asked: dict[str, list[Case]] = {}
-    for case_id, names in wanted.items():
-        for name in names:
-            asked.setdefault(name, []).append(by_id[case_id])
-    refused = [
-        name
-        for name, where in asked.items()
-        if all(role_in(c, name, reference_only) is Role.UNJUDGED for c in where)
-    ]
+def refuse_unjudged(cases: Sequence[Case], roles: dict[str, dict[str, Role]]) -> None:
+    """`roles`: case ID -> backend -> its role there. A backend that is neither judged nor a reference on
+    ANY case where it was asked is refused before any work (exit 2): it would only ever run unjudged."""
+    asked: dict[str, list[Role]] = {}
+    for by_name in roles.values():
+        for name, role in by_name.items():
+            asked.setdefault(name, []).append(role)
+    refused = [name for name, found in asked.items() if all(r is Role.UNJUDGED for r in found)]
     if refused:
         raise InputError(
             f"backend(s) {', '.join(refused)}: no parity bound of the selected cases judges them, so they"
             " would run and nothing would look at their output. Bounds exist for: "
             f"{', '.join(candidates_of(cases))}."
-            " Pass --as BACKEND to judge them with that backend's bounds, or --reference-only NAME if they"
-            " are only a truth to compare others against",
+            " Judge them with a candidate's bounds (--as BACKEND; --ddbench-as under pytest), or declare them"
+            " a truth to compare others against (--reference-only; --ddbench-reference-only)",
             path="--backends",
         )

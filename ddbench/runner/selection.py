@@ -42,6 +42,11 @@ def select_cases(suites: Sequence[Suite], expression: str | None, shard: str | N
     return select_shard(cases, shard)
 
 
-def require_cases(cases: Sequence[Case], expression: str | None) -> None:
-    if not cases:
-        raise InputError(f"no case matches -k {expression!r}" if expression else "the suites hold no case")
+def require_cases(cases: Sequence[Case], expression: str | None, shard: str | None = None) -> None:
+    if cases:
+        return
+    if shard:
+        raise InputError(
+            f"shard {shard} holds none of the selected cases (fewer cases than shards)", path="--shard"
+        )
+    raise InputError(f"no case matches -k {expression!r}" if expression else "the suites hold no case")

@@ -19,21 +19,22 @@ import torch
 
 from ddbench.backends import Backend, get_backend, load_backend_spec, preferred_device
 from ddbench.backends.cost import Estimate, check_estimate, estimate_case
-from ddbench.backends.registry import is_plugin_spec
+from ddbench.backends.registry import BUILTINS, is_plugin_spec
 from ddbench.baselines.device import device_key
 from ddbench.baselines.lookup import BaselineSet
-from ddbench.errors import BackendUnavailable
+from ddbench.errors import BackendUnavailable, InputError
 from ddbench.explain.attach import diagnose_failures
 from ddbench.explain.mutants import register_mutants
 from ddbench.results.case_result import CaseResult
 from ddbench.results.document import run_verdict, summary_of
 from ddbench.runner.budgets import budget_for
 from ddbench.runner.execute import run_case
-from ddbench.runner.roles import Role, default_backends, lend_bounds, refuse_unjudged, role_in
+from ddbench.runner.roles import Role, default_backends, lend_bounds, refuse_unjudged, roles_in
 from ddbench.runner.selection import load_suites, require_cases, select_cases
 from ddbench.runner.sinks import Sink
 from ddbench.suite import Case, Suite
 from ddbench.suite.case_count import DEFAULT_MAX_CASES
+from ddbench.suite.select import normal_shard
 from ddbench.timing.settings import TimingSettings
 
 register_mutants()
@@ -90,7 +91,10 @@ class Session:
         self.suites: list[Suite] = load_suites(
             options.suites, max_cases=options.max_cases, allow_capture_dirs=options.allow_capture_dirs
         )
-        cases = select_cases(self.suites, options.filter_expr, options.shard)
+        self.shard = normal_shard(options.shard)
+        cases = select_cases(self.suites, options.filter_expr, self.shard)
+        if self.shard and not cases and select_cases(self.suites, options.filter_expr):
+            require_cases(cases, options.filter_expr, self.shard)
         require_cases(cases, options.filter_expr)
         self.plugins = self._load_plugins()
         asked = self._asked_names()
@@ -100,37 +104,57 @@ class Session:
         self.cases: list[Case] = cases
         wanted = {c.id: self._asked_for(c) for c in cases}
         instances = self._instances(wanted)  # an unknown name is the first thing to say
-        refuse_unjudged(cases, wanted, options.reference_only)
-        self.roster: dict[str, list[str]] = {}  # case ID -> the judged backends and references it runs
+        by_id = {c.id: c for c in cases}
+        asked_roles = {i: roles_in(by_id[i], names, options.reference_only) for i, names in wanted.items()}
+        refuse_unjudged(cases, asked_roles)
+        self.roster = _running(asked_roles)  # case ID -> the judged backends and references it runs
         self.not_run: dict[str, int] = {}
-        for case in cases:
-            roles = {n: role_in(case, n, options.reference_only) for n in wanted[case.id]}
-            self.roster[case.id] = [n for n, role in roles.items() if role is not Role.UNJUDGED]
-            for name, role in roles.items():
+        for by_name in asked_roles.values():
+            for name, role in by_name.items():
                 if role is Role.UNJUDGED:
                     self.not_run[name] = self.not_run.get(name, 0) + 1
         self.unavailable: dict[str, str] = {}
         self.backends: dict[str, Backend] = self._available(instances)
-        self.plan = {i: [n for n in names if n in self.backends] for i, names in self.roster.items()}
+        # Without an unavailable backend, another may have nothing left to judge it (or to judge).
+        self.roles = {
+            i: roles_in(by_id[i], [n for n in names if n in self.backends], options.reference_only)
+            for i, names in self.roster.items()
+        }
+        self.plan = _running(self.roles)
         self.device = torch.device(options.device) if options.device else preferred_device()
         self.baselines = BaselineSet(
             device_key(self.device), Path(options.baseline_file) if options.baseline_file else None
         )
+        if options.baseline_file:  # a file of another device or suite is refused now, not at its first use
+            for suite in self.suites:
+                self.baselines.file(suite.name)
 
     # --- set-up ---------------------------------------------------------------------------------------
 
     def _load_plugins(self) -> dict[str, Backend]:
-        """`module:attr` arguments (of --backend, or inside --backends) -> the backend each loads."""
-        args = [*self.options.plugins, *(n for n in self.options.backends or () if is_plugin_spec(n))]
-        return {arg: load_backend_spec(arg) for arg in dict.fromkeys(args)}
+        """`module:attr` arguments (of --backend, or inside --backends) -> the backend each loads. A plug-in
+        may not take the name of a built-in or of another plug-in: it would silently stand in for it."""
+        args = [n for n in (*self.options.plugins, *(self.options.backends or ())) if is_plugin_spec(n)]
+        loaded = {arg: load_backend_spec(arg) for arg in dict.fromkeys(args)}
+        seen: dict[str, str] = {}
+        for arg, backend in loaded.items():
+            if backend.name in BUILTINS or backend.name in seen:
+                other = f"the plug-in {seen[backend.name]}" if backend.name in seen else "a built-in backend"
+                raise InputError(f"{arg} is named {backend.name!r}, the name of {other}", path="--backend")
+            seen[backend.name] = arg
+        return loaded
 
     def _name(self, arg: str) -> str:
         """A `module:attr` argument stands for the backend it loaded, under that backend's own name."""
         return self.plugins[arg].name if arg in self.plugins else arg
 
+    def _extra(self) -> list[str]:
+        """What `--backend` adds to every case: loaded plug-ins by their names, registered family names."""
+        return [self._name(n) for n in self.options.plugins]
+
     def _asked_names(self) -> list[str]:
         names = [self._name(n) for n in self.options.backends or ()]
-        return list(dict.fromkeys([*names, *(b.name for b in self.plugins.values())]))
+        return list(dict.fromkeys([*names, *self._extra()]))
 
     def _asked_for(self, case: Case) -> list[str]:
         """`--backends` if given, else the case's own list, else what its bounds name; plus plug-ins."""
@@ -138,7 +162,7 @@ class Session:
             names = [self._name(n) for n in self.options.backends]
         else:
             names = default_backends(case)
-        return list(dict.fromkeys([*names, *(b.name for b in self.plugins.values())]))
+        return list(dict.fromkeys([*names, *self._extra()]))
 
     def _instances(self, wanted: dict[str, list[str]]) -> dict[str, Backend]:
         names = list(dict.fromkeys(n for names in wanted.values() for n in names))
@@ -150,9 +174,13 @@ class Session:
         planned = set(n for names in self.roster.values() for n in names)
         backends = {n: b for n, b in instances.items() if n in planned}
         for name, backend in backends.items():
-            status = backend.availability()
-            if not status.ok:
-                self.unavailable[name] = f"{name}: unavailable: {status.detail}"
+            try:
+                status = backend.availability()
+                ok, detail = bool(status.ok), str(status.detail)
+            except Exception as err:  # a plug-in's availability() that raises or returns no Availability
+                ok, detail = False, f"availability() failed: {type(err).__name__}: {err}"
+            if not ok:
+                self.unavailable[name] = f"{name}: unavailable: {detail}"
         if self.unavailable and not self.options.skip_unavailable:
             raise BackendUnavailable("\n".join(self.unavailable.values()))
         return {n: b for n, b in backends.items() if n not in self.unavailable}
@@ -220,6 +248,12 @@ class Session:
         for sink in sinks:
             sink.finish(results, complete)
         return RunOutcome(results, complete, dict(self.not_run))
+
+
+def _running(roles: dict[str, dict[str, Role]]) -> dict[str, list[str]]:
+    return {
+        i: [n for n, role in by_name.items() if role is not Role.UNJUDGED] for i, by_name in roles.items()
+    }
 
 
 def _named_by_bounds(cases: Sequence[Case], name: str) -> bool:

@@ -47,8 +47,15 @@ class QuietSink:
 class ResultsFileSink(QuietSink):
     """The JSON results file, rewritten atomically after every case: a crash loses no finished case."""
 
-    def __init__(self, path: str | Path, suites: list[str], environment: dict[str, Any], shard: str | None):
-        self.file = ResultsFile(path, suites, environment, shard)
+    def __init__(
+        self,
+        path: str | Path,
+        suites: list[str],
+        environment: dict[str, Any],
+        shard: str | None,
+        selection: str | None = None,
+    ):
+        self.file = ResultsFile(path, suites, environment, shard, selection)
 
     def add(self, result: CaseResult) -> None:
         self.file.add(result)
@@ -75,11 +82,21 @@ class JUnitSink(QuietSink):
 
 
 class MarkdownSink(QuietSink):
-    def __init__(self, path: str | Path, suites: list[str], environment: dict[str, Any], shard: str | None):
-        self.path, self.suites, self.environment, self.shard = path, suites, environment, shard
+    def __init__(
+        self,
+        path: str | Path,
+        suites: list[str],
+        environment: dict[str, Any],
+        shard: str | None,
+        selection: str | None = None,
+    ):
+        self.path, self.suites, self.environment = path, suites, environment
+        self.shard, self.selection = shard, selection
 
     def finish(self, results: Sequence[CaseResult], complete: bool) -> None:
-        document = results_document(results, self.suites, self.environment, complete, self.shard)
+        document = results_document(
+            results, self.suites, self.environment, complete, self.shard, self.selection
+        )
         write_atomic(self.path, summary_markdown(document))
 
 
@@ -100,14 +117,16 @@ class OutputPaths:
         if self.saved_outputs:
             check_writable_folder(self.saved_outputs, "--save-outputs", inputs=inputs)
 
-    def sinks(self, suites: list[str], environment: dict[str, Any], shard: str | None) -> list[Sink]:
+    def sinks(
+        self, suites: list[str], environment: dict[str, Any], shard: str | None, selection: str | None = None
+    ) -> list[Sink]:
         out: list[Sink] = []
         if self.json:
-            out.append(ResultsFileSink(self.json, suites, environment, shard))
+            out.append(ResultsFileSink(self.json, suites, environment, shard, selection))
         if self.saved_outputs:
             out.append(SavedOutputsSink(self.saved_outputs))
         if self.junit:
             out.append(JUnitSink(self.junit))
         if self.markdown:
-            out.append(MarkdownSink(self.markdown, suites, environment, shard))
+            out.append(MarkdownSink(self.markdown, suites, environment, shard, selection))
         return out

@@ -1,8 +1,9 @@
 """`-k` expressions over cases, like pytest's: words joined by and / or / not, with parentheses.
 
-A word matches a case when it equals one of its tags, or when its parts (split at `-` and `.`) are a run of
-consecutive parts of the case ID: `bs1` selects `...-bs1-...` but not `...-bs16-...`, `ddtree-b16` selects
-`...-ddtree-b16-...`, `kimi-k2.6` selects every Kimi K2.6 case. Case-insensitive.
+A word matches a case when it equals one of its tags, or when its parts (split at `-`, and at a `.` not
+followed by a digit) are a run of consecutive parts of the case ID: `bs1` selects `...-bs1-...` but not
+`...-bs16-...`, `ddtree-b16` selects `...-ddtree-b16-...`, `kimi-k2.6` selects every Kimi K2.6 case and `6`
+none. Case-insensitive.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ddbench.errors import InputError
 from ddbench.suite.model import Case
 
 _TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
-_ID_SEPARATOR = re.compile(r"[-.]+")
+_ID_SEPARATOR = re.compile(r"-+|\.(?!\d)")  # a dot between digits is a version (k2.6), not a separator
 Predicate = Callable[[Case], bool]
 
 
@@ -95,14 +96,23 @@ def case_filter(expression: str | None) -> Predicate:
     return _Parser(expression).parse()
 
 
-def select_shard(cases: list[Case], shard: str | None) -> list[Case]:
-    """`i/n` (1-based): every n-th case from the i-th, so each shard gets a mix of small and large cases."""
+def normal_shard(shard: str | None) -> str | None:
+    """`i/n` as the results file records it (`01/4` -> `1/4`); InputError for anything else."""
     if not shard:
-        return cases
+        return None
     try:
         index, count = (int(part) for part in shard.split("/"))
     except ValueError:
         raise InputError(f"expected i/n like 1/4, got {shard!r}", path="--shard") from None
     if not 1 <= index <= count:
         raise InputError(f"shard {index} of {count}: i must be between 1 and n", path="--shard")
+    return f"{index}/{count}"
+
+
+def select_shard(cases: list[Case], shard: str | None) -> list[Case]:
+    """`i/n` (1-based): every n-th case from the i-th, so each shard gets a mix of small and large cases."""
+    normal = normal_shard(shard)
+    if normal is None:
+        return cases
+    index, count = (int(part) for part in normal.split("/"))
     return cases[index - 1 :: count]
