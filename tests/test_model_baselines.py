@@ -21,7 +21,8 @@ BASELINES = sorted((ROOT / "baselines").glob("model-*/*.json"))
 
 
 def _profile(suite: str, gpu: str, baseline: Path):
-    args = ["profile", str(ROOT / "suites" / f"{suite}.json"), "--gpu", gpu, "--baseline", str(baseline)]
+    suite_file = str(ROOT / "suites" / f"{suite}.json")
+    args = ["profile", suite_file, "--gpu", gpu, "--baseline", str(baseline), "--no-sanitize"]
     return CliRunner().invoke(cli, args)
 
 

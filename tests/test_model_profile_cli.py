@@ -50,6 +50,9 @@ def test_profile_models_the_emulations_own_counters(tmp_path):
     assert result.exit_code == 0, result.output
     cases = json.loads(out.read_text())["cases"]
     assert cases and all(c["counters_source"] == "emulated, every CTA" for c in cases)
+    assert (
+        all(c["sanitizer"]["clean"] for c in cases) and "cases clean (racecheck, memcheck)" in result.output
+    )
     assert all(c["cuda"]["modeled_us"] > 0 and c["floor"]["floor_us"] > 0 for c in cases)
 
 

@@ -32,16 +32,27 @@ def emulation_work(case: Case) -> int:
     return sum(prefix + case.q_len for prefix in case.prefix_lens) * row_tiles
 
 
-def emulated_counters(case: Case, gpu: GpuSpec) -> Mapping[str, Any]:
+def emulated_counters(case: Case, gpu: GpuSpec, sanitize: bool = True) -> Mapping[str, Any]:
+    """The counters document of one counted launch; with `sanitize`, the same launch under racecheck and
+    memcheck, its findings under `"sanitizer"` (of the CTAs that ran, in a sampled run)."""
     backend = CudaEmuBackend(sm_count=gpu.sms)
     status = backend.availability()
     if not status.ok:
         raise BackendUnavailable(f"profile: unavailable: {status.detail}")
     sampled = emulation_work(case) > SAMPLE_ABOVE
     inputs = generate_inputs(case, torch.device("cpu"))
-    run = backend.run_traced(inputs, counters=True, group_shapes=True, one_cta_per_shape=sampled)
+    run = backend.run_traced(
+        inputs, counters=True, sanitize=sanitize, group_shapes=True, one_cta_per_shape=sampled
+    )
     assert run.counters is not None
     document = run.counters.to_json()
+    if run.sanitizer is not None:
+        report = run.sanitizer
+        document["sanitizer"] = {
+            "clean": report.clean,
+            "findings": report.findings_total,
+            "summary": report.summary(),
+        }
     if sampled:
         for kernel in document["kernels"]:
             totals = kernel["totals"]["global"]

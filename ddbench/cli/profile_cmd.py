@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from ddbench.atomic import check_writable, write_atomic, write_json_atomic
@@ -143,6 +144,12 @@ def _print(profiles: list[CaseProfile], title: str) -> None:
 @click.option(
     "--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG: modeled µs vs prefix."
 )
+@click.option(
+    "--sanitize/--no-sanitize",
+    default=True,
+    show_default=True,
+    help="Run the counted launch under the emulation's racecheck and memcheck; exit 1 on a finding.",
+)
 def profile_command(
     suites: tuple[str, ...],
     filter_expr: str | None,
@@ -157,6 +164,7 @@ def profile_command(
     max_modeled_regression: float,
     max_cuda_over_triton: float | None,
     plot_path: str | None,
+    sanitize: bool,
 ) -> None:
     """Model the custom kernel's time on a GPU from the emulation's counters (every figure is modeled)."""
     reads = [*suites, *(p for p in (counters_path, registers_path, baseline_path) if p)]
@@ -179,10 +187,11 @@ def profile_command(
     registers: dict[str, int] | None = None
     profiles: list[CaseProfile] = []
     sources: dict[str, str] = {}  # case ID -> where its counters came from (every CTA, sampled, a file)
+    sanitized: dict[str, Any] = {}  # case ID -> the sanitizer's verdict on the counted launch
     notes: list[str] = []
     for case in cases:
         start = time.perf_counter()
-        counters = emulated_counters(case, gpu) if given is None else given[case.id]
+        counters = emulated_counters(case, gpu, sanitize) if given is None else given[case.id]
         counted = time.perf_counter() - start
         if not profiles:  # after the first counters: a run that cannot count never waits for ptxas
             registers = _registers(gpu.arch, registers_path)
@@ -193,18 +202,29 @@ def profile_command(
         seconds = counted + time.perf_counter() - start
         profiles.append(dataclasses.replace(profile, modeling_seconds=seconds))
         sources[case.id] = str(counters.get("source", "given (--counters)"))
+        if "sanitizer" in counters:
+            sanitized[case.id] = counters["sanitizer"]
         if counters.get("dram_bytes"):
             notes.append(f"{case.id}: counted on one CTA per work shape; DRAM bytes are an upper bound")
     title = f"modeled on {gpu.name} ({calibration.label}; error {calibration.error_band})"
     _print(profiles, title)
     for note in notes:
         stdout.print(f"note: {note}", highlight=False)
+    dirty = {i: v for i, v in sanitized.items() if not v["clean"]}
+    if sanitized:
+        stdout.print(
+            f"sanitizer: {len(sanitized) - len(dirty)} of {len(sanitized)} cases clean (racecheck, memcheck)",
+            highlight=False,
+        )
+    for case_id, verdict in dirty.items():
+        stdout.print(f"[bold red]{escape(case_id)}[/]: {escape(verdict['summary'])}", highlight=False)
     if registers is None:
         stdout.print("note: registers per thread unknown (no nvcc): occupancy ignores them", highlight=False)
     if json_path:
         document = profile_document(profiles, gpu, calibration)
         for entry in document["cases"]:
             entry["counters_source"] = sources[entry["case"]]
+            entry["sanitizer"] = sanitized.get(entry["case"])
         write_json_atomic(json_path, document)
     if markdown_path:
         write_atomic(markdown_path, profile_markdown(profiles, gpu, calibration))
@@ -224,3 +244,5 @@ def profile_command(
         if found:
             raise click.exceptions.Exit(1)
         stdout.print(f"model baseline: no regression in {len(profiles)} cases", highlight=False)
+    if dirty:  # a race or an out-of-range access in the shipped kernel is a failure, whatever its speed
+        raise click.exceptions.Exit(1)
