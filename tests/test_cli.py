@@ -284,11 +284,12 @@ def test_backend_returning_a_wrong_shape_is_an_error(tmp_path, plugins):
 
 
 def test_nothing_judged_is_not_a_pass(tmp_path):
-    # The bound names triton; only the reference is run, so no pair can be judged.
+    # The bound names triton; only the reference is asked for: nothing could judge anything, so the run is
+    # refused before any work.
     suite = write_suite(tmp_path, candidate="triton")
     result = invoke("run", suite, "--backends", "reference")
-    assert result.exit_code == 1, result.output
-    assert "no parity bound could be judged" in result.stderr
+    assert result.exit_code == 2, result.output
+    assert "nothing would look at their output" in result.stderr
 
 
 # --- exit 2 ------------------------------------------------------------------------------------------------

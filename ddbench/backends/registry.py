@@ -40,10 +40,15 @@ def register_family(prefix: str, factory: Callable[[str], Backend]) -> None:
     _FAMILIES[prefix] = factory
 
 
+def is_family_name(arg: str) -> bool:
+    """A name a registered family resolves (`mutant:mask-stride`), not a module to import."""
+    return any(arg.startswith(prefix) for prefix in _FAMILIES)
+
+
 def is_plugin_spec(arg: str) -> bool:
     """`package.module:attr` names a plug-in to import; `mutant:mask-stride` is a registered family's name."""
     module, _, attr = arg.partition(":")
-    return bool(module and attr) and not any(arg.startswith(prefix) for prefix in _FAMILIES)
+    return bool(module and attr) and not is_family_name(arg)
 
 
 def _instantiate(obj: object, origin: str) -> Backend:

@@ -19,7 +19,7 @@ import torch
 
 from ddbench.backends import Backend, get_backend, load_backend_spec, preferred_device
 from ddbench.backends.cost import Estimate, check_estimate, estimate_case
-from ddbench.backends.registry import BUILTINS, is_plugin_spec
+from ddbench.backends.registry import BUILTINS, is_family_name, is_plugin_spec
 from ddbench.baselines.device import device_key
 from ddbench.baselines.lookup import BaselineSet
 from ddbench.errors import BackendUnavailable, InputError
@@ -134,6 +134,9 @@ class Session:
     def _load_plugins(self) -> dict[str, Backend]:
         """`module:attr` arguments (of --backend, or inside --backends) -> the backend each loads. A plug-in
         may not take the name of a built-in or of another plug-in: it would silently stand in for it."""
+        for arg in self.options.plugins:  # `--backend` takes module:attr (or a family name), nothing else
+            if not is_plugin_spec(arg) and not is_family_name(arg):
+                load_backend_spec(arg)  # raises the error that says what is expected
         args = [n for n in (*self.options.plugins, *(self.options.backends or ())) if is_plugin_spec(n)]
         loaded = {arg: load_backend_spec(arg) for arg in dict.fromkeys(args)}
         seen: dict[str, str] = {}
