@@ -39,7 +39,7 @@ DEFAULT_TOLERANCE = 0.05  # latency slowdown `baseline diff` allows
 
 @click.group("baseline")
 def baseline_group() -> None:
-    """Stored latency baselines: update after a kernel change, show, diff."""
+    """Stored latency baselines (and model baselines, --model): update after a kernel change, show, diff."""
 
 
 @baseline_group.command("update")
