@@ -2,7 +2,7 @@
 
 A kernel change that adds DRAM or L2 traffic, bank conflicts or waves, or slows the modeled time past the
 tolerance, fails `make test` on a CPU-only machine unless the same commit updates
-`baselines/model-<gpu>/<suite>.json` (`ddbench profile SUITE --gpu GPU --update-baseline FILE`).
+`baselines/model-<gpu>/<suite>.json` (`ddbench baseline update SUITE --model GPU`).
 """
 
 from __future__ import annotations

@@ -24,19 +24,22 @@ from ddbench.baselines.store import (
     update_baseline,
 )
 from ddbench.baselines.store import FORMAT as BASELINE_FORMAT
-from ddbench.cli.common import load_suites, stderr, stdout, suite_file_options
+from ddbench.cli.common import load_suites, require_cases, select_cases, stderr, stdout, suite_file_options
+from ddbench.cli.model_baseline_update import diff_model_files, is_model_baseline, update_model_baseline
 from ddbench.cli.progress import ProgressSink
 from ddbench.environment import environment
 from ddbench.errors import InputError
 from ddbench.kernel.cuda_build import kernel_sources_hash
+from ddbench.model.gpus import GPUS
 from ddbench.runner import Session, SessionOptions
 
 EXIT_REFUSED = 1
+DEFAULT_TOLERANCE = 0.05  # latency slowdown `baseline diff` allows
 
 
 @click.group("baseline")
 def baseline_group() -> None:
-    """Stored latency baselines: update after a kernel change, show, diff."""
+    """Stored latency baselines (and model baselines, --model): update after a kernel change, show, diff."""
 
 
 @baseline_group.command("update")
@@ -61,6 +64,17 @@ def baseline_group() -> None:
 @click.option(
     "--strict", is_flag=True, help="Refuse the whole update if any case was too noisy (default: skip it)."
 )
+@click.option(
+    "--model",
+    "model_gpu",
+    type=click.Choice(sorted(GPUS)),
+    help="Write the model baseline <root>/model-<GPU>/<suite>.json from the emulation's exact counters.",
+)
+@click.option(
+    "--parity-from",
+    type=click.Path(dir_okay=False),
+    help="With --model: the results of an earlier run that judged the kernel's parity (default: run it now).",
+)
 @suite_file_options
 def update_command(
     suite: str,
@@ -72,29 +86,35 @@ def update_command(
     max_rel_noise: float | None,
     max_seconds: float | None,
     strict: bool,
+    model_gpu: str | None,
+    parity_from: str | None,
     max_cases: int,
     allow_captures: tuple[str, ...],
 ) -> None:
     """Time the suite and store the result — only cases whose parity passed and whose timing was quiet.
 
     A parity failure anywhere refuses the whole update (the kernel is wrong); a noisy case is left out
-    (its old entry kept) unless --strict."""
+    (its old entry kept) unless --strict. With --model: the modeled figures (docs/model.md)."""
     check_writable_folder(root, "--root")
     selected = split_names(backend_names)
-    session = Session(
-        SessionOptions(
-            suites=(suite,),
-            max_cases=max_cases,
-            allow_capture_dirs=allow_captures,
-            filter_expr=filter_expr,
-            backends=tuple(selected) if selected is not None else None,
-            plugins=backend_specs,
-            judge_as=as_backend,
-            timing=True,
-            max_rel_noise=max_rel_noise,
-            max_seconds=max_seconds,
-        )
+    options = SessionOptions(
+        suites=(suite,),
+        max_cases=max_cases,
+        allow_capture_dirs=allow_captures,
+        filter_expr=filter_expr,
+        backends=tuple(selected) if selected is not None else None,
+        plugins=backend_specs,
+        judge_as=as_backend,
+        timing=model_gpu is None,
+        max_rel_noise=max_rel_noise,
+        max_seconds=max_seconds,
     )
+    if model_gpu is not None:
+        _update_model(options, model_gpu, Path(root), parity_from, strict)
+        return
+    if parity_from is not None:
+        raise InputError("applies only with --model", path="--parity-from")
+    session = Session(options)
     (loaded,) = session.suites
     path = baseline_path(device_key(session.device), loaded.name, Path(root))
     env, kernel_hash = environment(), kernel_sources_hash()
@@ -134,6 +154,36 @@ def update_command(
     stdout.print(_changes_table(changed, f"updated {path}"))
 
 
+def _update_model(
+    options: SessionOptions, gpu_key: str, root: Path, parity_from: str | None, strict: bool
+) -> None:
+    timing_only = (("--max-rel-noise", options.max_rel_noise), ("--max-seconds", options.max_seconds))
+    for name, value in (*timing_only, ("--strict", strict or None)):
+        if value is not None:
+            raise InputError("counts are exact: there is no noise to limit with --model", path=name)
+    if parity_from is None:
+        session = Session(options)
+        (suite,) = session.suites
+        cases = session.cases
+
+        def parity() -> list:
+            with ProgressSink(stderr, len(cases)) as progress:
+                return session.run([progress]).results
+
+        update_model_baseline(
+            cases, suite.name, gpu_key, root, parity, bool(options.filter_expr), stdout, stderr
+        )
+        return
+    (suite,) = load_suites(
+        options.suites, max_cases=options.max_cases, allow_capture_dirs=options.allow_capture_dirs
+    )
+    cases = select_cases([suite], options.filter_expr)
+    require_cases(cases, options.filter_expr)
+    update_model_baseline(
+        cases, suite.name, gpu_key, root, parity_from, bool(options.filter_expr), stdout, stderr
+    )
+
+
 @baseline_group.command("show")
 @click.argument("source")
 @click.option("--root", type=click.Path(file_okay=False), default=str(DEFAULT_ROOT), show_default=True)
@@ -166,18 +216,27 @@ def show_command(source: str, root: str) -> None:
 @baseline_group.command("diff")
 @click.argument("before")
 @click.argument("after", required=False)
-@click.option("--tolerance", type=float, default=0.05, show_default=True, help="Slowdown allowed.")
+@click.option(
+    "--tolerance", type=float, help="Slowdown allowed (default 5 %; 1 % of modeled µs for model baselines)."
+)
 @click.option("--root", type=click.Path(file_okay=False), default=str(DEFAULT_ROOT), show_default=True)
 @click.option(
     "--allow-mismatch",
     is_flag=True,
     help="Compare files of different devices or suites (refused by default: their latencies differ anyway).",
 )
-def diff_command(before: str, after: str | None, tolerance: float, root: str, allow_mismatch: bool) -> None:
+def diff_command(
+    before: str, after: str | None, tolerance: float | None, root: str, allow_mismatch: bool
+) -> None:
     """Two baseline (or results) files; or a results file against the stored baseline of its suite (one
-    argument). Exits 1 when a backend regressed."""
-    if not math.isfinite(tolerance) or tolerance < 0:
+    argument). Exits 1 when a backend regressed. Two model baselines: per case, the counters and modeled
+    figures that changed; exits 1 on any count that rose or a modeled time past the tolerance."""
+    if tolerance is not None and (not math.isfinite(tolerance) or tolerance < 0):
         raise InputError(f"must be a finite number >= 0, got {tolerance!r}", path="--tolerance")
+    if after is not None and any(is_model_baseline(Path(p)) for p in (before, after)):
+        diff_model_files(before, after, tolerance, allow_mismatch, stdout)
+        return
+    tolerance = DEFAULT_TOLERANCE if tolerance is None else tolerance
     if after is None:
         after_source = read_latency_source(Path(before))
         if after_source.kind != "results":

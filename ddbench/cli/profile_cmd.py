@@ -8,8 +8,6 @@ counters made elsewhere (a JSON object of case ID -> counters document).
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,20 +18,15 @@ from rich.table import Table
 
 from ddbench.atomic import check_writable, write_atomic, write_json_atomic
 from ddbench.cli.common import load_suites, require_cases, select_cases, stdout
-from ddbench.cli.emulated_counters import emulated_counters
+from ddbench.cli.model_profiles import calibration_of, model_cases
 from ddbench.errors import InputError
-from ddbench.kernel.kernel_check import kernel_check
-from ddbench.model.calibration import calibration_for
-from ddbench.model.floor import CaseShape
 from ddbench.model.gpus import GPUS, gpu_spec
 from ddbench.model.kernel_time import LAUNCH_MODES
-from ddbench.model.model_baseline import Tolerances, baseline_document, regressions
-from ddbench.model.profile import CaseProfile, profile_case, profile_document, profile_markdown, table_rows
+from ddbench.model.model_baseline import Tolerances, baseline_document, case_tolerances, regressions
+from ddbench.model.profile import CaseProfile, profile_document, profile_markdown, table_rows
 from ddbench.model.profile_plot import profile_png
 from ddbench.suite.load import read_json
 from ddbench.suite.model import Case
-
-CALIBRATION_FILE = Path(__file__).resolve().parents[1] / "model" / "calibration.json"
 
 
 def _counters_from_file(path: str, cases: list[Case]) -> dict[str, Mapping[str, Any]]:
@@ -44,39 +37,6 @@ def _counters_from_file(path: str, cases: list[Case]) -> dict[str, Mapping[str, 
     if missing:
         raise InputError(f"no counters for {len(missing)} selected case(s), first {missing[0]!r}", file=path)
     return {c.id: doc[c.id] for c in cases}
-
-
-def _registers(arch: str, path: str | None) -> dict[str, int] | None:
-    """Registers per thread by kernel name: from a `kernel-check --json` report, else nvcc's ptxas when it
-    is installed, else None (the model then ignores the register limit and says so)."""
-    if path is not None:
-        reports = read_json(Path(path), what="kernel-check report")
-        if not isinstance(reports, list):
-            raise InputError("must be the list `ddbench kernel-check --json` writes", file=path)
-        found = {}
-        for i, report in enumerate(reports):
-            if isinstance(report, Mapping) and report.get("arch") == arch:
-                for j, k in enumerate(report.get("kernels", [])):
-                    if not isinstance(k, Mapping) or not isinstance(k.get("registers"), int):
-                        raise InputError(
-                            "a kernel needs 'name' and 'registers'", file=path, path=f"[{i}].kernels[{j}]"
-                        )
-                    found[_short(str(k.get("name", "")))] = k["registers"]
-        if not found:
-            raise InputError(f"no kernel built for {arch}", file=path)
-        return found
-    try:
-        reports = kernel_check((arch,))
-    except RuntimeError:
-        return None
-    return {_short(k.name): k.registers for r in reports for k in r.kernels} or None
-
-
-def _short(mangled: str) -> str:
-    for name in ("verify_attention_kernel", "combine_splits_kernel"):
-        if name in mangled:
-            return name
-    return mangled
 
 
 def _print(profiles: list[CaseProfile], title: str) -> None:
@@ -134,12 +94,12 @@ def _print(profiles: list[CaseProfile], title: str) -> None:
     type=click.FloatRange(min=0),
     default=0.01,
     show_default=True,
-    help="With --baseline: modeled-µs growth allowed, relative.",
+    help="With --baseline: modeled-µs growth allowed, relative (a case's budget `model` limits win).",
 )
 @click.option(
     "--max-cuda-over-triton",
     type=click.FloatRange(min=0),
-    help="With --baseline: a ceiling on the modeled cuda/triton ratio.",
+    help="With --baseline: a ceiling on the modeled cuda/triton ratio (a case's budget `model` limits win).",
 )
 @click.option(
     "--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG: modeled µs vs prefix."
@@ -180,36 +140,15 @@ def profile_command(
     cases = select_cases(load_suites(suites), filter_expr)
     require_cases(cases, filter_expr)
     gpu = gpu_spec(gpu_key)
-    calibration = calibration_for(
-        read_json(CALIBRATION_FILE, what="calibration file"), gpu.key, str(CALIBRATION_FILE)
-    )
+    calibration = calibration_of(gpu)
     given = None if counters_path is None else _counters_from_file(counters_path, cases)
-    registers: dict[str, int] | None = None
-    profiles: list[CaseProfile] = []
-    sources: dict[str, str] = {}  # case ID -> where its counters came from (every CTA, sampled, a file)
-    sanitized: dict[str, Any] = {}  # case ID -> the sanitizer's verdict on the counted launch
-    notes: list[str] = []
-    for case in cases:
-        start = time.perf_counter()
-        counters = emulated_counters(case, gpu, sanitize) if given is None else given[case.id]
-        counted = time.perf_counter() - start
-        if not profiles:  # after the first counters: a run that cannot count never waits for ptxas
-            registers = _registers(gpu.arch, registers_path)
-        start = time.perf_counter()
-        profile = profile_case(
-            case.id, CaseShape.of(case), counters, gpu, registers, calibration, launch_mode
-        )
-        seconds = counted + time.perf_counter() - start
-        profiles.append(dataclasses.replace(profile, modeling_seconds=seconds))
-        sources[case.id] = str(counters.get("source", "given (--counters)"))
-        if "sanitizer" in counters:
-            sanitized[case.id] = counters["sanitizer"]
-        if counters.get("dram_bytes"):
-            notes.append(f"{case.id}: counted on one CTA per work shape; DRAM bytes are an upper bound")
+    modeled = model_cases(cases, gpu, calibration, launch_mode, given, registers_path, sanitize)
+    profiles, sources, notes = modeled.profiles, modeled.sources, modeled.notes
     title = f"modeled on {gpu.name} ({calibration.label}; error {calibration.error_band})"
     _print(profiles, title)
     for note in notes:
         stdout.print(f"note: {note}", highlight=False)
+    sanitized = modeled.sanitized
     dirty = {i: v for i, v in sanitized.items() if not v["clean"]}
     if sanitized:
         stdout.print(
@@ -218,7 +157,7 @@ def profile_command(
         )
     for case_id, verdict in dirty.items():
         stdout.print(f"[bold red]{escape(case_id)}[/]: {escape(verdict['summary'])}", highlight=False)
-    if registers is None:
+    if not modeled.registers_known:
         stdout.print("note: registers per thread unknown (no nvcc): occupancy ignores them", highlight=False)
     if json_path:
         document = profile_document(profiles, gpu, calibration)
@@ -235,8 +174,13 @@ def profile_command(
         write_json_atomic(update_path, baseline_document(profiles, gpu.key, calibration.label))
     if baseline_path:
         tolerances = Tolerances(max_modeled_regression, max_cuda_over_triton)
+        from_budgets = case_tolerances(cases, gpu.key)
         baseline = read_json(Path(baseline_path), what="model baseline")
-        found, notes = regressions(profiles, baseline, gpu.key, calibration.label, tolerances, baseline_path)
+        found, notes = regressions(
+            profiles, baseline, gpu.key, calibration.label, tolerances, baseline_path, from_budgets
+        )
+        if from_budgets:
+            notes.insert(0, f"{len(from_budgets)} case(s) judged by their budgets' model limits ({gpu.key})")
         for note in notes:
             stdout.print(f"note: {note}", highlight=False)
         for line in found:

@@ -14,6 +14,8 @@ from typing import Any
 
 from ddbench.errors import InputError
 from ddbench.model.profile import CaseProfile
+from ddbench.suite.model import Case
+from ddbench.suite.model_budget import ModelBudget
 
 BASELINE_KIND = "model-baseline"
 FORMAT_VERSION = 1
@@ -24,6 +26,23 @@ EXACT_FIELDS = ("unique_dram_bytes", "l2_bytes", "bank_conflicts", "waves")
 class Tolerances:
     modeled_us_rel: float = 0.01  # the model is deterministic; this allows for float summation order only
     cuda_over_triton_max: float | None = None
+    extra_dram_bytes: int = 0  # counts are exact: any slack is a choice, stated in the suite's budget
+    new_bank_conflicts: int = 0
+
+    @classmethod
+    def of_budget(cls, budget: ModelBudget) -> Tolerances:
+        return cls(
+            modeled_us_rel=budget.max_modeled_regression,
+            cuda_over_triton_max=budget.max_modeled_cuda_over_triton,
+            extra_dram_bytes=budget.max_extra_dram_bytes,
+            new_bank_conflicts=budget.max_new_bank_conflicts,
+        )
+
+    def slack(self, field: str) -> int:
+        """How far an exact count may rise above the baseline's."""
+        return {"unique_dram_bytes": self.extra_dram_bytes, "bank_conflicts": self.new_bank_conflicts}.get(
+            field, 0
+        )
 
 
 def baseline_entry(profile: CaseProfile) -> dict[str, Any]:
@@ -49,7 +68,7 @@ def baseline_document(profiles: Sequence[CaseProfile], gpu_key: str, calibration
     }
 
 
-def _check(doc: Any, source: str) -> Mapping[str, Any]:
+def check_baseline(doc: Any, source: str) -> Mapping[str, Any]:
     if not isinstance(doc, Mapping) or doc.get("kind") != BASELINE_KIND:
         raise InputError(f'not a model baseline ("kind": "{BASELINE_KIND}" expected)', file=source)
     if doc.get("format_version") != FORMAT_VERSION:
@@ -65,6 +84,34 @@ def _check(doc: Any, source: str) -> Mapping[str, Any]:
     return doc
 
 
+def entry_regressions(
+    case_id: str,
+    old: Mapping[str, Any],
+    new: Mapping[str, Any],
+    tolerances: Tolerances,
+    compare_times: bool,
+) -> list[str]:
+    """One line per figure of one case that got worse: a count above the baseline's by more than its
+    slack, a modeled time beyond the tolerance (only under the same calibration), a ratio over the ceiling."""
+    found = []
+    for field in EXACT_FIELDS:
+        slack = tolerances.slack(field)
+        if new[field] > old[field] + slack:
+            allowed = f" (slack {slack})" if slack else ""
+            found.append(f"{case_id}: {field} {old[field]} -> {new[field]}{allowed}")
+    limit = old["modeled_us"] * (1 + tolerances.modeled_us_rel)
+    if compare_times and new["modeled_us"] > limit:
+        growth = new["modeled_us"] / old["modeled_us"] - 1 if old["modeled_us"] else float("inf")
+        found.append(
+            f"{case_id}: modeled_us {old['modeled_us']:.2f} -> {new['modeled_us']:.2f} "
+            f"(+{growth:.1%}, tolerance {tolerances.modeled_us_rel:.1%})"
+        )
+    ceiling = tolerances.cuda_over_triton_max
+    if ceiling is not None and new["modeled_cuda_over_triton"] > ceiling:
+        found.append(f"{case_id}: modeled cuda/triton {new['modeled_cuda_over_triton']:.2f} > {ceiling}")
+    return found
+
+
 def regressions(
     profiles: Sequence[CaseProfile],
     baseline: Any,
@@ -72,10 +119,12 @@ def regressions(
     calibration: str,
     tolerances: Tolerances,
     source: str = "baseline",
+    case_tolerances: Mapping[str, Tolerances] | None = None,
 ) -> tuple[list[str], list[str]]:
     """(regressions, notes): one line per figure that got worse; notes for cases the baseline lacks and for
-    modeled times not compared (another GPU or calibration)."""
-    doc = _check(baseline, source)
+    modeled times not compared (another GPU or calibration). `case_tolerances` (case ID -> limits, from the
+    suite's budgets) replace `tolerances` for their cases."""
+    doc = check_baseline(baseline, source)
     if doc.get("gpu") != gpu_key:
         raise InputError(f"a baseline for {doc.get('gpu')!r}, not {gpu_key!r}", file=source, path="gpu")
     same_calibration = doc.get("calibration") == calibration
@@ -84,23 +133,20 @@ def regressions(
         notes.append(f"modeled times not compared: the baseline's calibration is {doc.get('calibration')!r}")
     for p in profiles:
         old = doc["cases"].get(p.case_id)
-        new = baseline_entry(p)
         if old is None:
             notes.append(f"{p.case_id}: not in the baseline")
             continue
-        for field in EXACT_FIELDS:
-            if new[field] > old[field]:
-                found.append(f"{p.case_id}: {field} {old[field]} -> {new[field]}")
-        limit = old["modeled_us"] * (1 + tolerances.modeled_us_rel)
-        if same_calibration and new["modeled_us"] > limit:
-            growth = new["modeled_us"] / old["modeled_us"] - 1
-            found.append(
-                f"{p.case_id}: modeled_us {old['modeled_us']:.2f} -> {new['modeled_us']:.2f} "
-                f"(+{growth:.1%}, tolerance {tolerances.modeled_us_rel:.1%})"
-            )
-        ceiling = tolerances.cuda_over_triton_max
-        if ceiling is not None and new["modeled_cuda_over_triton"] > ceiling:
-            found.append(
-                f"{p.case_id}: modeled cuda/triton {new['modeled_cuda_over_triton']:.2f} > {ceiling}"
-            )
+        limits = (case_tolerances or {}).get(p.case_id, tolerances)
+        found += entry_regressions(p.case_id, old, baseline_entry(p), limits, same_calibration)
     return found, notes
+
+
+def case_tolerances(cases: Sequence[Case], gpu_key: str) -> dict[str, Tolerances]:
+    """Case ID -> the limits its suite budget's `model` entry for this GPU states (cases without one are
+    absent: the command line's tolerances hold for them)."""
+    out = {}
+    for case in cases:
+        limits = case.budget.model_limits(gpu_key) if case.budget else None
+        if limits is not None:
+            out[case.id] = Tolerances.of_budget(limits)
+    return out

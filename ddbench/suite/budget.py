@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddbench.suite.model_budget import ModelBudget, model_budgets_from_json
 from ddbench.suite.timing_settings import TimingSettings
 
 
@@ -25,9 +26,13 @@ class Budget:
     ceiling_us: tuple[tuple[str, float], ...] = ()  # absolute ceilings per backend, in microseconds
     missing_baseline: str = "warn"
     timing: TimingSettings = field(default_factory=TimingSettings)
+    model: tuple[ModelBudget, ...] = ()  # limits on modeled figures, at most one per GPU
 
     def ceiling(self, backend: str) -> float | None:
         return dict(self.ceiling_us).get(backend)
+
+    def model_limits(self, gpu: str) -> ModelBudget | None:
+        return next((m for m in self.model if m.gpu == gpu), None)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -37,6 +42,7 @@ class Budget:
             "ceiling_us": dict(self.ceiling_us),
             "missing_baseline": self.missing_baseline,
             "timing": self.timing.to_json(),
+            **({"model": [m.to_json() for m in self.model]} if self.model else {}),
         }
 
 
@@ -50,4 +56,5 @@ def budget_from_json(data: dict[str, Any]) -> Budget:
         ceiling_us=tuple((k, float(v)) for k, v in sorted(data.get("ceiling_us", {}).items())),
         missing_baseline=data.get("missing_baseline", "warn"),
         timing=TimingSettings.from_json(data.get("timing")),
+        model=model_budgets_from_json(data.get("model")),
     )

@@ -5,6 +5,7 @@ The schema says what a field may look like; this says whether the values make se
 
 from __future__ import annotations
 
+import math
 import random
 from typing import Any
 
@@ -158,7 +159,22 @@ def _budget(c: _Checker) -> Budget | None:
     for r in budget.ratios:
         if r.candidate == r.baseline:
             c.fail("budget", f"ratio {r.candidate}/{r.baseline} compares a backend with itself")
+    _model_budgets(c, budget)
     return budget
+
+
+def _model_budgets(c: _Checker, budget: Budget) -> None:
+    """What the schema cannot say: one model budget per GPU, and limits that are numbers (NaN passes
+    every bound the schema sets, and would make a limit that nothing ever exceeds)."""
+    seen: set[str] = set()
+    for m in budget.model:
+        if m.gpu in seen:
+            c.fail("budget", f"model: two budgets name gpu {m.gpu!r}; give one per GPU")
+        seen.add(m.gpu)
+        for name in ("max_modeled_regression", "max_modeled_cuda_over_triton"):
+            value = getattr(m, name)
+            if value is not None and not math.isfinite(value):
+                c.fail("budget", f"model ({m.gpu}): {name} must be a finite number, got {value!r}")
 
 
 def _inputs(c: _Checker) -> InputStyle:

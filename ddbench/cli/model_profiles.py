@@ -1,0 +1,108 @@
+"""Modeling a suite's cases on a GPU: the step `ddbench profile` and `ddbench baseline update --model` share,
+so both write the same model baseline for the same suite and GPU.
+
+Per case: the emulation's counters (or counters given), registers per thread from kernel-check, then the
+model (ddbench/model/profile.py). Every figure it returns is modeled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ddbench.cli.emulated_counters import emulated_counters
+from ddbench.errors import InputError
+from ddbench.kernel.kernel_check import kernel_check
+from ddbench.model.calibration import Calibration, calibration_for
+from ddbench.model.floor import CaseShape
+from ddbench.model.gpus import GpuSpec
+from ddbench.model.profile import CaseProfile, profile_case
+from ddbench.suite.load import read_json
+from ddbench.suite.model import Case
+
+CALIBRATION_FILE = Path(__file__).resolve().parents[1] / "model" / "calibration.json"
+
+
+@dataclass
+class ModeledCases:
+    profiles: list[CaseProfile] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)  # case ID -> where its counters came from
+    notes: list[str] = field(default_factory=list)
+    sanitized: dict[str, Any] = field(default_factory=dict)  # case ID -> the sanitizer's verdict, if it ran
+    registers_known: bool = False
+
+
+def calibration_of(gpu: GpuSpec) -> Calibration:
+    """The committed calibration for this GPU (datasheet values, labelled uncalibrated, when none)."""
+    document = read_json(CALIBRATION_FILE, what="calibration file")
+    return calibration_for(document, gpu.key, str(CALIBRATION_FILE))
+
+
+def model_cases(
+    cases: list[Case],
+    gpu: GpuSpec,
+    calibration: Calibration,
+    launch_mode: str = "stream",
+    given: Mapping[str, Mapping[str, Any]] | None = None,
+    registers_path: str | None = None,
+    sanitize: bool = False,
+) -> ModeledCases:
+    """Each case's modeled profile, in the order given; `given`: counters by case ID instead of emulating."""
+    out = ModeledCases()
+    registers: dict[str, int] | None = None
+    for case in cases:
+        start = time.perf_counter()
+        counters = emulated_counters(case, gpu, sanitize) if given is None else given[case.id]
+        counted = time.perf_counter() - start
+        if not out.profiles:  # after the first counters: a run that cannot count never waits for ptxas
+            registers = _registers(gpu.arch, registers_path)
+        start = time.perf_counter()
+        profile = profile_case(
+            case.id, CaseShape.of(case), counters, gpu, registers, calibration, launch_mode
+        )
+        seconds = counted + time.perf_counter() - start
+        out.profiles.append(dataclasses.replace(profile, modeling_seconds=seconds))
+        out.sources[case.id] = str(counters.get("source", "given (--counters)"))
+        if "sanitizer" in counters:
+            out.sanitized[case.id] = counters["sanitizer"]
+        if counters.get("dram_bytes"):
+            out.notes.append(f"{case.id}: counted on one CTA per work shape; DRAM bytes are an upper bound")
+    out.registers_known = registers is not None
+    return out
+
+
+def _registers(arch: str, path: str | None) -> dict[str, int] | None:
+    """Registers per thread by kernel name: from a `kernel-check --json` report, else nvcc's ptxas when it
+    is installed, else None (the model then ignores the register limit and says so)."""
+    if path is not None:
+        reports = read_json(Path(path), what="kernel-check report")
+        if not isinstance(reports, list):
+            raise InputError("must be the list `ddbench kernel-check --json` writes", file=path)
+        found = {}
+        for i, report in enumerate(reports):
+            if isinstance(report, Mapping) and report.get("arch") == arch:
+                for j, k in enumerate(report.get("kernels", [])):
+                    if not isinstance(k, Mapping) or not isinstance(k.get("registers"), int):
+                        raise InputError(
+                            "a kernel needs 'name' and 'registers'", file=path, path=f"[{i}].kernels[{j}]"
+                        )
+                    found[_short(str(k.get("name", "")))] = k["registers"]
+        if not found:
+            raise InputError(f"no kernel built for {arch}", file=path)
+        return found
+    try:
+        reports = kernel_check((arch,))
+    except RuntimeError:
+        return None
+    return {_short(k.name): k.registers for r in reports for k in r.kernels} or None
+
+
+def _short(mangled: str) -> str:
+    for name in ("verify_attention_kernel", "combine_splits_kernel"):
+        if name in mangled:
+            return name
+    return mangled
