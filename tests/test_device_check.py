@@ -91,3 +91,37 @@ def test_compare_flags_a_wrong_hardware_result():
     broken.d = broken.d * 1.001
     report = compare(emulated, broken)
     assert not report["ok"] and report["ldmatrix_trans_mismatches"] > 0 and report["mma_max_fp32_ulp"] > 4
+
+
+def test_device_names_map_to_the_models_gpu_tables():
+    from ddbench.model.gpus import gpu_key_of_device
+
+    assert gpu_key_of_device("NVIDIA H200") == "h200"
+    assert gpu_key_of_device("NVIDIA RTX PRO 6000 Blackwell Workstation Edition") == "rtx-pro-6000"
+    assert gpu_key_of_device("NVIDIA GeForce RTX 5090") == "rtx-5090"
+    assert gpu_key_of_device("NVIDIA A100-SXM4-80GB") is None
+
+
+def test_calibration_step_writes_the_models_measured_error(tmp_path, monkeypatch):
+    """The GPU-only step with the GPU faked: a measured time in, the committed format out, read back."""
+    from ddbench.model.calibration import calibration_for
+
+    case = check._cases(*check.LATENCY_CASES[0])[0]
+    monkeypatch.setattr(check.torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    result = check.step_calibration(tmp_path, {"rows": [{"case": case.id, "cuda_median_us": 12.5}]})
+    assert result["ok"] and result["gpu"] == "h200"
+    document = json.loads((tmp_path / "calibration.json").read_text())
+    calibration = calibration_for(document, "h200", "calibration.json")
+    (error,) = calibration.errors
+    assert error.case == case.id and error.measured_us == 12.5 and error.modeled_us > 0
+    assert (
+        calibration.label.startswith("measured on NVIDIA H200")
+        and "over 1 measured cases" in calibration.error_band
+    )
+    assert calibration_for(document, "rtx-pro-6000", "x").label.startswith("uncalibrated")
+
+
+def test_calibration_step_refuses_a_gpu_the_model_has_no_table_for(tmp_path, monkeypatch):
+    monkeypatch.setattr(check.torch.cuda, "get_device_name", lambda *a: "NVIDIA A100")
+    result = check.step_calibration(tmp_path, {"rows": []})
+    assert result["ok"] is False and "no table for NVIDIA A100" in result["unavailable"]

@@ -57,7 +57,7 @@ def test_profile_models_the_emulations_own_counters(tmp_path):
 
 
 def test_a_big_case_is_counted_on_one_cta_per_shape_and_says_so(tmp_path, monkeypatch):
-    import ddbench.cli.emulated_counters as emulated
+    import ddbench.runner.emulated_counters as emulated
 
     monkeypatch.setattr(emulated, "SAMPLE_ABOVE", 0)
     out = tmp_path / "p.json"

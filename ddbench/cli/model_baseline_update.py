@@ -1,7 +1,7 @@
 """`ddbench baseline update SUITE --model GPU` and `ddbench baseline diff` of two model baselines.
 
 Update writes `<root>/model-<gpu>/<suite>.json` from the emulation's counters, the same document
-`ddbench profile SUITE --gpu GPU --update-baseline FILE` writes (both go through cli/model_profiles.py).
+`ddbench profile SUITE --gpu GPU --update-baseline FILE` writes (both go through runner/model_profiles.py).
 Counts are exact, so nothing is refused for noise; a case is refused when its kernel's parity was not
 judged and passed: by a normal run of the selected cases first (cuda-emu on the CPU), or by the results of
 an earlier run given with `--parity-from` (a GPU run, for cases too big to emulate in full). Any refusal
@@ -21,13 +21,13 @@ from rich.table import Table
 
 from ddbench.atomic import write_json_atomic
 from ddbench.baselines.model_parity import kernel_parity_refusals, refusals_from_results
-from ddbench.cli.model_profiles import calibration_of, model_cases
 from ddbench.errors import InputError
 from ddbench.model.baseline_diff import ModelDiff, diff_model_baselines
 from ddbench.model.gpus import gpu_spec
 from ddbench.model.model_baseline import BASELINE_KIND, Tolerances, baseline_document, check_baseline
 from ddbench.results.case_result import CaseResult
 from ddbench.results.read import read_results
+from ddbench.runner.model_profiles import calibration_of, model_cases
 from ddbench.suite.load import read_json
 from ddbench.suite.model import Case
 

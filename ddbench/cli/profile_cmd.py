@@ -2,7 +2,7 @@
 GPU, its floor, and the modeled Triton kernel; a table, and on request JSON, markdown and a PNG.
 
 The counters come from one counted launch of the kernel under the CPU emulation, planned for the named GPU
-(ddbench/cli/emulated_counters.py; exit 3 when the emulation cannot be built). `--counters FILE` takes
+(ddbench/runner/emulated_counters.py; exit 3 when the emulation cannot be built). `--counters FILE` takes
 counters made elsewhere (a JSON object of case ID -> counters document).
 """
 
@@ -18,13 +18,13 @@ from rich.table import Table
 
 from ddbench.atomic import check_writable, write_atomic, write_json_atomic
 from ddbench.cli.common import load_suites, require_cases, select_cases, stdout
-from ddbench.cli.model_profiles import calibration_of, model_cases
 from ddbench.errors import InputError
 from ddbench.model.gpus import GPUS, gpu_spec
 from ddbench.model.kernel_time import LAUNCH_MODES
 from ddbench.model.model_baseline import Tolerances, baseline_document, case_tolerances, regressions
 from ddbench.model.profile import CaseProfile, profile_document, profile_markdown, table_rows
 from ddbench.model.profile_plot import profile_png
+from ddbench.runner.model_profiles import calibration_of, model_cases
 from ddbench.suite.load import read_json
 from ddbench.suite.model import Case
 

@@ -2,12 +2,14 @@
 
 Steps: build the kernel for the local arch; the emulated warp primitives against the hardware's; parity of
 cuda vs triton vs the references on the smoke suite, the kernel suite and a GPU-sized subset; the sanitizer's
-memcheck and racecheck on two small cases; a short latency table cuda vs triton. Each step's result is written
-to $OUT/device-check.json (or results/device/) as soon as it ends, so a timeout keeps what finished.
+memcheck and racecheck on two small cases; a short latency table cuda vs triton; the model's measured error
+on those cases ($OUT/calibration.json, to commit as ddbench/model/calibration.json). Each step's result is
+written to $OUT/device-check.json (or results/device/) as soon as it ends, so a timeout keeps what finished.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -181,6 +183,33 @@ def step_latency() -> dict[str, Any]:
     return {"ok": bool(rows) and timed_both and all(r.get("status") == "pass" for r in rows), "rows": rows}
 
 
+def step_calibration(out_dir: Path, latency: dict[str, Any]) -> dict[str, Any]:
+    """The model's error on this GPU: each latency case's measured cuda median (CUDA graph) against the
+    model's figure for the same case from the emulation's counters, written as `calibration.json` in the
+    committed format (ddbench/model/calibration.json: commit it to calibrate the model)."""
+    from ddbench.model.calibration import CaseError, measured_entry, with_entry
+    from ddbench.model.gpus import gpu_key_of_device, gpu_spec
+    from ddbench.runner.model_profiles import CALIBRATION_FILE, calibration_of, model_cases
+
+    name = torch.cuda.get_device_name()
+    key = gpu_key_of_device(name)
+    if key is None:
+        return {"ok": False, "unavailable": f"the model has no table for {name}"}
+    gpu = gpu_spec(key)
+    measured = {r["case"]: r["cuda_median_us"] for r in latency.get("rows", []) if "cuda_median_us" in r}
+    cases = [c for path, expression in LATENCY_CASES for c in _cases(path, expression or None)[:1]]
+    cases = [c for c in cases if c.id in measured]
+    if not cases:
+        return {"ok": False, "error": "no case has a measured cuda time to calibrate with"}
+    modeled = model_cases(cases, gpu, calibration_of(gpu), launch_mode="graph")
+    errors = [CaseError(p.case_id, measured[p.case_id], p.launch.modeled_us) for p in modeled.profiles]
+    date = datetime.now(timezone.utc).date().isoformat()
+    entry = measured_entry(f"measured on {name}, {date} (datasheet constants)", errors)
+    document = with_entry(json.loads(CALIBRATION_FILE.read_text()), key, entry)
+    write_json_atomic(out_dir / "calibration.json", document)
+    return {"ok": True, "gpu": key, "errors": entry["errors"]}
+
+
 def main() -> int:
     out_dir = Path(os.environ.get("OUT") or "results/device")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -201,6 +230,7 @@ def main() -> int:
         ("parity", lambda: step_parity(out_dir)),
         ("sanitizer", step_sanitizer),
         ("latency", step_latency),
+        ("calibration", lambda: step_calibration(out_dir, report["steps"].get("latency", {}))),
     ]
     for name, step in steps:
         start = time.perf_counter()

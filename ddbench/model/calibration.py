@@ -112,3 +112,25 @@ def calibration_for(doc: Any, gpu_key: str, source: str) -> Calibration:
             )
         )
     return Calibration(entry["label"], fitted, tuple(errors))
+
+
+def measured_entry(label: str, errors: list[CaseError]) -> dict[str, Any]:
+    """A calibration entry from measured cases: the model's error on each (no constant fitted yet, so the
+    model keeps its datasheet constants and states the measured error beside them)."""
+    if not errors:
+        raise ValueError("a calibration needs at least one measured case")
+    return {
+        "label": label,
+        "constants": {},
+        "errors": [
+            {"case": e.case, "measured_us": round(e.measured_us, 3), "modeled_us": round(e.modeled_us, 3)}
+            for e in errors
+        ],
+    }
+
+
+def with_entry(document: Mapping[str, Any], gpu_key: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The calibration document with `gpu_key`'s entry replaced (the other GPUs' kept)."""
+    gpus = dict(document.get("gpus", {}))
+    gpus[gpu_key] = dict(entry)
+    return {**document, "format_version": FORMAT_VERSION, "gpus": gpus}

@@ -119,3 +119,13 @@ def gpu_spec(key: str) -> GpuSpec:
         return GPUS[key]
     except KeyError:
         raise InputError(f"unknown GPU {key!r} (known: {', '.join(GPUS)})", path="--gpu") from None
+
+
+# How a GPU names itself (torch.cuda.get_device_name) -> its table here; the device check calibrates that one.
+_DEVICE_NAMES = (("rtx pro 6000", "rtx-pro-6000"), ("rtx 5090", "rtx-5090"), ("h200", "h200"))
+
+
+def gpu_key_of_device(device_name: str) -> str | None:
+    """The table of the GPU a device name belongs to, or None when the model has no table for it."""
+    lowered = device_name.lower()
+    return next((key for needle, key in _DEVICE_NAMES if needle in lowered), None)

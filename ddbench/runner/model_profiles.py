@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ddbench.cli.emulated_counters import emulated_counters
 from ddbench.errors import InputError
 from ddbench.kernel.kernel_check import kernel_check
 from ddbench.model.calibration import Calibration, calibration_for
 from ddbench.model.floor import CaseShape
 from ddbench.model.gpus import GpuSpec
 from ddbench.model.profile import CaseProfile, profile_case
+from ddbench.runner.emulated_counters import emulated_counters
 from ddbench.suite.load import read_json
 from ddbench.suite.model import Case
 
