@@ -24,7 +24,15 @@ from ddbench.baselines.store import (
     update_baseline,
 )
 from ddbench.baselines.store import FORMAT as BASELINE_FORMAT
-from ddbench.cli.common import load_suites, require_cases, select_cases, stderr, stdout, suite_file_options
+from ddbench.cli.common import (
+    load_suites,
+    require_cases,
+    select_cases,
+    stderr,
+    stdout,
+    suite_file_options,
+    timing_override_options,
+)
 from ddbench.cli.model_baseline_update import diff_model_files, is_model_baseline, update_model_baseline
 from ddbench.cli.progress import ProgressSink
 from ddbench.environment import environment
@@ -51,16 +59,7 @@ def baseline_group() -> None:
 @click.option("--as", "as_backend", metavar="BACKEND", help="Judge the plug-ins with this backend's bounds.")
 @click.option("-k", "filter_expr", help="Only the cases matching this filter.")
 @click.option("--root", type=click.Path(file_okay=False), default=str(DEFAULT_ROOT), show_default=True)
-@click.option(
-    "--max-rel-noise",
-    type=click.FloatRange(min=0.0, min_open=True),
-    help="Override timing.max_rel_noise: the noise above which a case is left out.",
-)
-@click.option(
-    "--max-seconds",
-    type=click.FloatRange(min=0.0, min_open=True),
-    help="Override timing.max_seconds: more sampling time lowers the noise of a slow case.",
-)
+@timing_override_options
 @click.option(
     "--strict", is_flag=True, help="Refuse the whole update if any case was too noisy (default: skip it)."
 )

@@ -48,4 +48,26 @@ def suite_file_options(command: F) -> F:
     )(command)
 
 
-__all__ = ["load_suites", "require_cases", "select_cases", "stderr", "stdout", "suite_file_options"]
+def timing_override_options(command: F) -> F:
+    """`--max-rel-noise` and `--max-seconds`: the suite's timing settings, overridden for one command."""
+    command = click.option(
+        "--max-seconds",
+        type=click.FloatRange(min=0.0, min_open=True),
+        help="Override timing.max_seconds: sampling time per case (more lowers the noise of a slow case).",
+    )(command)
+    return click.option(
+        "--max-rel-noise",
+        type=click.FloatRange(min=0.0, min_open=True),
+        help="Override timing.max_rel_noise: the IQR/median above which a timing may not become a baseline.",
+    )(command)
+
+
+__all__ = [
+    "load_suites",
+    "require_cases",
+    "select_cases",
+    "stderr",
+    "stdout",
+    "suite_file_options",
+    "timing_override_options",
+]

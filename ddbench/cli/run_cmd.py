@@ -5,14 +5,14 @@ from __future__ import annotations
 import click
 
 from ddbench.backends.registry import split_names
-from ddbench.cli.common import stderr, stdout, suite_file_options
+from ddbench.cli.common import stderr, stdout, suite_file_options, timing_override_options
 from ddbench.cli.outcome import print_outcome
 from ddbench.cli.plan_table import plan_table
 from ddbench.cli.progress import ProgressSink
 from ddbench.environment import environment
 from ddbench.errors import InputError
 from ddbench.runner import Session, SessionOptions
-from ddbench.runner.sinks import OutputPaths
+from ddbench.runner.sinks import OutputPaths, RunFacts
 from ddbench.timing.settings import MODES
 
 
@@ -54,16 +54,7 @@ from ddbench.timing.settings import MODES
     "--timing/--no-timing", default=None, help="Time every case / no case (default: the cases with a budget)."
 )
 @click.option("--timing-mode", type=click.Choice(MODES), help="Override the budgets' timing mode (GPU only).")
-@click.option(
-    "--max-rel-noise",
-    type=click.FloatRange(min=0.0, min_open=True),
-    help="Override timing.max_rel_noise (IQR/median above which a timing may not become a baseline).",
-)
-@click.option(
-    "--max-seconds",
-    type=click.FloatRange(min=0.0, min_open=True),
-    help="Override timing.max_seconds (sampling time per case before the sampler stops).",
-)
+@timing_override_options
 @click.option(
     "--baseline",
     "baseline_file",
@@ -152,7 +143,9 @@ def run_command(
             + "\n  ".join(refusals),
             path="--max-memory",
         )
-    sinks = outputs.sinks([s.path for s in session.suites], environment(), session.shard, filter_expr)
+    sinks = outputs.sinks(
+        RunFacts([s.path for s in session.suites], environment(), session.shard, filter_expr)
+    )
     with ProgressSink(stderr, len(session.cases)) as progress:
         outcome = session.run([*sinks, progress])
     print_outcome(outcome, json_path)

@@ -29,7 +29,7 @@ from ddbench.backends import get_backend
 from ddbench.environment import environment
 from ddbench.inputs.suite_file import load_suite_file
 from ddbench.runner import Session, SessionOptions
-from ddbench.runner.sinks import ResultsFileSink
+from ddbench.runner.sinks import ResultsFileSink, RunFacts
 from ddbench.suite import Case
 from ddbench.suite.model import ANY_BACKEND
 from ddbench.suite.select import case_filter
@@ -89,7 +89,8 @@ def step_parity(out_dir: Path) -> dict[str, Any]:
     summary: dict[str, Any] = {"suites": {}, "worst_max_row_ulp": {}, "failures": [], "truncated": False}
     for path, expression in PARITY_SUITES:
         session = _gpu_session(path, expression)
-        sink = ResultsFileSink(out_dir / f"parity-{Path(path).stem}.json", [path], environment(), None)
+        facts = RunFacts([path], environment(), None, expression)
+        sink = ResultsFileSink(out_dir / f"parity-{Path(path).stem}.json", facts)
         outcome = session.run([sink], deadline=deadline)
         summary["truncated"] |= not outcome.complete
         summary["suites"][path] = {**outcome.summary, "verdict": outcome.verdict}

@@ -21,7 +21,7 @@ from ddbench.errors import InputError
 from ddbench.results.document import summary_of
 from ddbench.results.merge import merge_results
 from ddbench.results.read import read_results
-from ddbench.runner.sinks import ResultsFileSink, Sink
+from ddbench.runner.sinks import ResultsFileSink, RunFacts, Sink
 
 PART_SUFFIX = ".part.json"
 
@@ -46,9 +46,9 @@ def results_sinks(config: pytest.Config, suites: Sequence[str]) -> list[Sink]:
             stale.unlink()
         if _running_workers(config):
             return []  # the controller runs no test: it only merges
-        return [ResultsFileSink(path, list(suites), environment(), None)]
+        return [ResultsFileSink(path, RunFacts(list(suites), environment()))]
     part = path.with_name(f"{path.name}.{worker}{PART_SUFFIX}")
-    return [ResultsFileSink(part, list(suites), environment(), None)]
+    return [ResultsFileSink(part, RunFacts(list(suites), environment()))]
 
 
 def _running_workers(config: pytest.Config) -> bool:

@@ -44,18 +44,21 @@ class QuietSink:
         pass
 
 
+@dataclass(frozen=True)
+class RunFacts:
+    """What a results document says of the run besides its cases."""
+
+    suites: list[str]
+    environment: dict[str, Any]
+    shard: str | None = None
+    selection: str | None = None  # the -k expression
+
+
 class ResultsFileSink(QuietSink):
     """The JSON results file, rewritten atomically after every case: a crash loses no finished case."""
 
-    def __init__(
-        self,
-        path: str | Path,
-        suites: list[str],
-        environment: dict[str, Any],
-        shard: str | None,
-        selection: str | None = None,
-    ):
-        self.file = ResultsFile(path, suites, environment, shard, selection)
+    def __init__(self, path: str | Path, facts: RunFacts) -> None:
+        self.file = ResultsFile(path, facts.suites, facts.environment, facts.shard, facts.selection)
 
     def add(self, result: CaseResult) -> None:
         self.file.add(result)
@@ -82,21 +85,12 @@ class JUnitSink(QuietSink):
 
 
 class MarkdownSink(QuietSink):
-    def __init__(
-        self,
-        path: str | Path,
-        suites: list[str],
-        environment: dict[str, Any],
-        shard: str | None,
-        selection: str | None = None,
-    ):
-        self.path, self.suites, self.environment = path, suites, environment
-        self.shard, self.selection = shard, selection
+    def __init__(self, path: str | Path, facts: RunFacts) -> None:
+        self.path, self.facts = path, facts
 
     def finish(self, results: Sequence[CaseResult], complete: bool) -> None:
-        document = results_document(
-            results, self.suites, self.environment, complete, self.shard, self.selection
-        )
+        f = self.facts
+        document = results_document(results, f.suites, f.environment, complete, f.shard, f.selection)
         write_atomic(self.path, summary_markdown(document))
 
 
@@ -117,16 +111,14 @@ class OutputPaths:
         if self.saved_outputs:
             check_writable_folder(self.saved_outputs, "--save-outputs", inputs=inputs)
 
-    def sinks(
-        self, suites: list[str], environment: dict[str, Any], shard: str | None, selection: str | None = None
-    ) -> list[Sink]:
+    def sinks(self, facts: RunFacts) -> list[Sink]:
         out: list[Sink] = []
         if self.json:
-            out.append(ResultsFileSink(self.json, suites, environment, shard, selection))
+            out.append(ResultsFileSink(self.json, facts))
         if self.saved_outputs:
             out.append(SavedOutputsSink(self.saved_outputs))
         if self.junit:
             out.append(JUnitSink(self.junit))
         if self.markdown:
-            out.append(MarkdownSink(self.markdown, suites, environment, shard, selection))
+            out.append(MarkdownSink(self.markdown, facts))
         return out
