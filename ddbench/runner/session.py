@@ -37,7 +37,7 @@ from ddbench.suite.case_count import DEFAULT_MAX_CASES
 from ddbench.suite.select import normal_shard
 from ddbench.timing.settings import TimingSettings
 
-register_mutants()
+register_mutants()  # every face goes through this module, so every face knows `mutant:` / `mutant-emu:`
 
 
 @dataclass(frozen=True)
