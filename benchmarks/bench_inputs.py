@@ -1,7 +1,7 @@
 """CPU benchmarks of input generation, the torch reference and SGLang's Triton kernel (interpreter) on
 representative verify shapes. Not part of the test run (testpaths is `tests`); run them with
 
-    /tmp/venv0/bin/python -m pytest benchmarks/bench_inputs.py --benchmark-enable -p no:cacheprovider
+    .venv/bin/python -m pytest benchmarks/bench_inputs.py --benchmark-enable -p no:cacheprovider
 
 (`--benchmark-enable` overrides the project's `--benchmark-disable` addopt; the file is collected because it
 is named on the command line. Without `--benchmark-enable` every benchmark runs once, as a smoke test.)

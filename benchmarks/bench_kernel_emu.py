@@ -1,7 +1,7 @@
 """CPU benchmarks of the custom kernel under the emulation (`cuda-emu`), with SGLang's Triton kernel under its
 interpreter on the small shape for comparison. Not part of the test run (testpaths is `tests`); run them with
 
-    /tmp/venv0/bin/python -m pytest benchmarks/bench_kernel_emu.py --benchmark-enable -p no:cacheprovider
+    .venv/bin/python -m pytest benchmarks/bench_kernel_emu.py --benchmark-enable -p no:cacheprovider
 
 (without `--benchmark-enable` every benchmark runs once, as a smoke test). These are emulation speeds, not
 GPU timings: they say how long the CI parity proof takes, and catch a slow-down of the emulation runtime.

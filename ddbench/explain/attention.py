@@ -86,7 +86,7 @@ def read_draft_mask(x: VerifyInputs, request: int, row_stride: int, column_offse
 
 
 def correct_plan(x: VerifyInputs) -> AttentionPlan:
-    """What the verify step computes (DESIGN.md §1): prefix slots then draft slots, the ancestor mask."""
+    """What the verify step computes: prefix slots then draft slots, the ancestor mask."""
     requests = []
     for r, (q0, q1, kv0, kv1, _) in enumerate(request_bounds(x)):
         prefix, q_len = kv1 - kv0, q1 - q0

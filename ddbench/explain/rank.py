@@ -2,7 +2,7 @@
 
 The match is taken on what a failed kernel actually leaves behind: rows of NaN (a stray read of a poisoned
 pool row) are compared as a pattern, finite rows numerically (relative L2 and the row-scaled bf16 ULPs of
-DESIGN.md §3). Rows a hypothesis leaves undefined (nothing visible) accept 0 or NaN alike.
+docs/results.md). Rows a hypothesis leaves undefined (nothing visible) accept 0 or NaN alike.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from ddbench.metrics.ulp import bf16_spacing
 EXPLAINED, MATCHES_REFERENCE, UNEXPLAINED = "explained", "matches-reference", "unexplained"
 
 # bf16 noise: a bf16 kernel lands within ~0.3 % relative L2 and ~0.2 mean row-scaled ULPs of an exact
-# result (DESIGN.md §3); the limits leave room for a split-KV kernel's own error, no more.
+# result (measured on the shipped suites); the limits leave room for a split-KV kernel's own error, no more.
 NOISE_REL_L2 = 0.02
 NOISE_MEAN_ROW_ULP = 1.0
 FAR_BETTER = 10.0

@@ -1,6 +1,6 @@
 // ddk emulation runtime: executes kernels written against <ddk/primitives.h> on the host.
 //
-// Model (see DESIGN.md §5 and kernels/include/ddk/primitives.h):
+// Model (see kernels/emu/README.md and kernels/include/ddk/primitives.h):
 //   * blocks of a grid run one after another on each worker OS thread (default one worker: the
 //     caller's thread; `LaunchOptions::workers` or the DDK_EMU_WORKERS environment variable for more);
 //   * the threads of a block are cooperative fibers (hand-written x86-64 context switch; ucontext
