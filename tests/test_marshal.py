@@ -5,7 +5,8 @@ decoder written from SGLang's extend layout (docs/capture-format.md; per request
 kv_indices, then the draft slots from out_cache_loc; mask row i of request r at
 custom_mask[mask_indptr[r] + i * (prefix + q_len) + prefix], q_len values) and compared element by element
 with `marshal()`. The decoded bit words are also checked against each request's tree, and the two classic
-mistakes (row stride `prefix`, draft slots left out) are shown to give different kernel inputs. Also: no host synchronisation inside `marshal`, and the launch plan.
+mistakes (row stride `prefix`, draft slots left out) are shown to give different kernel inputs. Also: no
+host synchronisation inside `marshal`, and the launch plan.
 """
 
 from __future__ import annotations
