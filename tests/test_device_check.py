@@ -114,6 +114,13 @@ def test_calibration_step_writes_the_models_measured_error(tmp_path, monkeypatch
     calibration = calibration_for(document, "h200", "calibration.json")
     (error,) = calibration.errors
     assert error.case == case.id and error.measured_us == 12.5 and error.modeled_us > 0
+    assert set(calibration.constants) <= {
+        "dram_latency_us",
+        "l2_latency_us",
+        "l2_gbs",
+        "graph_node_us",
+        "issue_per_clk",
+    }
     assert (
         calibration.label.startswith("measured on NVIDIA H200")
         and "over 1 measured cases" in calibration.error_band
@@ -125,3 +132,23 @@ def test_calibration_step_refuses_a_gpu_the_model_has_no_table_for(tmp_path, mon
     monkeypatch.setattr(check.torch.cuda, "get_device_name", lambda *a: "NVIDIA A100")
     result = check.step_calibration(tmp_path, {"rows": []})
     assert result["ok"] is False and "no table for NVIDIA A100" in result["unavailable"]
+
+
+def test_fitting_the_estimated_constants_lowers_the_misfit():
+    import dataclasses
+
+    from ddbench.model.calibration import fit_constants
+    from ddbench.model.gpus import gpu_spec
+
+    gpu = gpu_spec("h200")
+
+    def model(spec):  # a fake model: one case bound by L2 latency, one by DRAM latency
+        return [
+            10.0 * spec.l2_latency_us / gpu.l2_latency_us,
+            20.0 * spec.dram_latency_us / gpu.dram_latency_us,
+        ]
+
+    fitted = fit_constants(gpu, [15.0, 20.0], model)
+    assert fitted == {"l2_latency_us": gpu.l2_latency_us * 1.5}
+    assert model(dataclasses.replace(gpu, **fitted)) == pytest.approx([15.0, 20.0])
+    assert fit_constants(gpu, [10.0, 20.0], model) == {}  # nothing to fit: the datasheet values stay

@@ -9,6 +9,7 @@ written to $OUT/device-check.json (or results/device/) as soon as it ends, so a 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -185,12 +186,13 @@ def step_latency() -> dict[str, Any]:
 
 
 def step_calibration(out_dir: Path, latency: dict[str, Any]) -> dict[str, Any]:
-    """The model's error on this GPU: each latency case's measured cuda median (CUDA graph) against the
-    model's figure for the same case from the emulation's counters, written as `calibration.json` in the
-    committed format (ddbench/model/calibration.json: commit it to calibrate the model)."""
-    from ddbench.model.calibration import CaseError, measured_entry, with_entry
+    """The model against this GPU: each latency case's measured cuda median (CUDA graph) against the model's
+    figure from the emulation's counters; the estimated table constants fitted to those times; written as
+    `calibration.json` in the committed format (commit it as ddbench/model/calibration.json)."""
+    from ddbench.model.calibration import CaseError, fit_constants, measured_entry, with_entry
     from ddbench.model.gpus import gpu_key_of_device, gpu_spec
-    from ddbench.runner.model_profiles import CALIBRATION_FILE, calibration_of, model_cases
+    from ddbench.runner.emulated_counters import emulated_counters
+    from ddbench.runner.model_profiles import CALIBRATION_FILE, calibration_of, model_cases, registers_of
 
     name = torch.cuda.get_device_name()
     key = gpu_key_of_device(name)
@@ -202,13 +204,25 @@ def step_calibration(out_dir: Path, latency: dict[str, Any]) -> dict[str, Any]:
     cases = [c for c in cases if c.id in measured]
     if not cases:
         return {"ok": False, "error": "no case has a measured cuda time to calibrate with"}
-    modeled = model_cases(cases, gpu, calibration_of(gpu), launch_mode="graph")
-    errors = [CaseError(p.case_id, measured[p.case_id], p.launch.modeled_us) for p in modeled.profiles]
+    counters = {c.id: emulated_counters(c, gpu, sanitize=False) for c in cases}  # counted once, refitted
+    registers = registers_of(gpu.arch)
+
+    def modeled_us(spec: Any) -> list[float]:
+        uncalibrated = calibration_of(gpu)
+        profiles = model_cases(
+            cases, spec, uncalibrated, launch_mode="graph", given=counters, registers=registers
+        )
+        return [p.launch.modeled_us for p in profiles.profiles]
+
+    times = [measured[c.id] for c in cases]
+    constants = fit_constants(gpu, times, modeled_us)
+    after = modeled_us(dataclasses.replace(gpu, **constants))
+    errors = [CaseError(c.id, t, m) for c, t, m in zip(cases, times, after, strict=True)]
     date = datetime.now(timezone.utc).date().isoformat()
-    entry = measured_entry(f"measured on {name}, {date} (datasheet constants)", errors)
+    entry = measured_entry(f"measured on {name}, {date} ({len(cases)} cases)", errors, constants)
     document = with_entry(json.loads(CALIBRATION_FILE.read_text()), key, entry)
     write_json_atomic(out_dir / "calibration.json", document)
-    return {"ok": True, "gpu": key, "errors": entry["errors"]}
+    return {"ok": True, "gpu": key, "constants": entry["constants"], "errors": entry["errors"]}
 
 
 def main() -> int:

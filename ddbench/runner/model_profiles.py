@@ -50,16 +50,17 @@ def model_cases(
     given: Mapping[str, Mapping[str, Any]] | None = None,
     registers_path: str | None = None,
     sanitize: bool = False,
+    registers: Mapping[str, int] | None = None,
 ) -> ModeledCases:
     """Each case's modeled profile, in the order given; `given`: counters by case ID instead of emulating."""
     out = ModeledCases()
-    registers: dict[str, int] | None = None
+    known = registers is not None  # given by a caller that models the same kernels many times
     for case in cases:
         start = time.perf_counter()
         counters = emulated_counters(case, gpu, sanitize) if given is None else given[case.id]
         counted = time.perf_counter() - start
-        if not out.profiles:  # after the first counters: a run that cannot count never waits for ptxas
-            registers = _registers(gpu.arch, registers_path)
+        if not out.profiles and not known:  # after the first counters: a run that cannot count never waits
+            registers = registers_of(gpu.arch, registers_path)
         start = time.perf_counter()
         profile = profile_case(
             case.id, CaseShape.of(case), counters, gpu, registers, calibration, launch_mode
@@ -75,7 +76,7 @@ def model_cases(
     return out
 
 
-def _registers(arch: str, path: str | None) -> dict[str, int] | None:
+def registers_of(arch: str, path: str | None = None) -> dict[str, int] | None:
     """Registers per thread by kernel name: from a `kernel-check --json` report, else nvcc's ptxas when it
     is installed, else None (the model then ignores the register limit and says so)."""
     if path is not None:
