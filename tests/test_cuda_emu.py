@@ -203,13 +203,21 @@ def long_prefix():
     return generate_inputs(make_case(batch_size=2, prefix=[700, 45], tree={"kind": "ddtree", "budget": 16}))
 
 
+def emu_with(splits: int | None, **kw) -> CudaEmuBackend:
+    """splits 1: one CTA per whole row tile (no combine); N > 1: N CTAs share the work units; None: the plan."""
+    if splits == 1:
+        return CudaEmuBackend(whole_row_tiles=True, **kw)
+    return CudaEmuBackend(ctas=splits, **kw)
+
+
 def test_forced_split_counts_agree(long_prefix, fp64):
     x = long_prefix
     truth = fp64.run(x)
     outs = {}
     for splits in (1, 2, 5, 13):
-        assert launch_module.prepare_launch(x, num_splits=splits).plan.num_splits == splits
-        out = CudaEmuBackend(num_splits=splits).run(x).clone()
+        plan = emu_with(splits).marshaled_launch(x).plan
+        assert (plan.ctas, plan.combines) == ((splits, True) if splits > 1 else (10, False)), plan
+        out = emu_with(splits).run(x).clone()
         f = parity_figures(out, truth)
         assert f.unwritten == 0 and f.nan == 0 and f.inf == 0, splits
         assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP, (splits, f)
@@ -222,28 +230,29 @@ def test_forced_split_counts_agree(long_prefix, fp64):
 
 
 def test_more_splits_than_tiles(fp64):
-    """30 keys are one tile: with 13 splits, 12 are empty (LSE -inf, weight 0). The combine of one non-empty
-    split reproduces the unsplit result bit for bit."""
+    """30 keys are one tile, 3 row tiles: 3 units for 13 CTAs, 10 of them idle. Every row tile is one CTA's
+    whole segment, so the combine has nothing to merge and the result is the unsplit one bit for bit."""
     x = generate_inputs(make_case(prefix=21, tree={"kind": "ddtree", "budget": 8}))
-    one = CudaEmuBackend(num_splits=1).run(x).clone()
-    many = CudaEmuBackend(num_splits=13).run(x).clone()
+    one = emu_with(1).run(x).clone()
+    many = emu_with(13).run(x).clone()
     assert bool(many.isfinite().all()) and not bool(poisoned_mask(many).any())
     assert torch.equal(many.view(torch.int16), one.view(torch.int16))
     assert parity_figures(many, fp64.run(x)).max_row_ulp <= MAX_ROW_ULP
 
 
 def test_empty_splits_in_a_ragged_batch(long_prefix, fp64):
-    """64 splits: the 700-key request fills 23 of them, the 62-key one 2; the rest are empty."""
+    """64 CTAs share 125 units (5 row tiles x 23 key tiles of the 700-key request, 5 x 2 of the 62-key one):
+    parts of both requests' row tiles, and CTAs whose range crosses from one request into the other."""
     x = long_prefix
-    out = CudaEmuBackend(num_splits=64).run(x).clone()
+    out = emu_with(64).run(x).clone()
     assert bool(out.isfinite().all()) and not bool(poisoned_mask(out).any())
     f = parity_figures(out, fp64.run(x))
     assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP
 
 
 def test_emulation_workers_give_identical_results(long_prefix):
-    one = CudaEmuBackend(num_splits=5, workers=1).run(long_prefix).clone()
-    two = CudaEmuBackend(num_splits=5, workers=2).run(long_prefix).clone()
+    one = emu_with(5, workers=1).run(long_prefix).clone()
+    two = emu_with(5, workers=2).run(long_prefix).clone()
     assert torch.equal(one.view(torch.int16), two.view(torch.int16))
 
 
@@ -254,7 +263,7 @@ def test_emulation_workers_give_identical_results(long_prefix):
 @pytest.mark.parametrize("inputs", ["long-prefix", "ragged-q_len"])
 def test_lse_is_the_natural_log_sum_exp(long_prefix, splits, inputs):
     x = long_prefix if inputs == "long-prefix" else ragged_q_len_inputs()
-    backend = CudaEmuBackend(num_splits=splits)
+    backend = emu_with(splits)
     lse = lse_buffer(x)
     backend.run(x, lse=lse)
     _, truth = dense(x)
@@ -289,7 +298,7 @@ def test_a_fully_masked_row_gives_zeros_not_nan(splits):
     q_len = x.q_lens[0]
     hidden = hide_row(hide_row(x, 0, 0), 1, 5)
     assert not bool(hidden.custom_mask.view(2, q_len, q_len)[0, 0].any())
-    backend = CudaEmuBackend(num_splits=splits)
+    backend = emu_with(splits)
     before = backend.run(x).clone()
     lse = lse_buffer(x)
     after = backend.run(hidden, lse=lse).clone()
@@ -311,7 +320,7 @@ def test_a_row_with_no_visible_draft_attends_to_the_prefix_only(splits, fp64):
         visible[[0, 4], 40:] = False
 
     truth, _ = dense(x, visible_rows=prefix_only)
-    out = CudaEmuBackend(num_splits=splits).run(hidden).clone()
+    out = emu_with(splits).run(hidden).clone()
     f = parity_figures(out, truth)
     assert f.max_row_ulp <= MAX_ROW_ULP and f.nan == 0, f
     # the truth used here is what the reference computes for the edited mask, and not the unedited result
@@ -327,7 +336,7 @@ def test_every_element_of_the_poisoned_output_is_written(emu, splits):
     x = generate_inputs(make_case(batch_size=3, prefix=[0, 300, 33], tree={"kind": "ddtree", "budget": 16}))
     x.fresh_output()
     assert bool(poisoned_mask(x.o_extend).all())
-    out = CudaEmuBackend(num_splits=splits).run(x)
+    out = emu_with(splits).run(x)
     assert out.data_ptr() == x.o_extend.data_ptr()  # written in place, like SGLang's kernels
     assert not bool(poisoned_mask(out).any())
     assert bool(out.isfinite().all())
@@ -341,12 +350,12 @@ def test_a_launch_that_misses_rows_leaves_the_poison(monkeypatch):
     def short(inputs, **kw):
         launch = real(inputs, **kw)
         plan = launch.plan
-        fewer = dataclasses.replace(plan, row_tiles=plan.row_tiles - 1, grid=(1, plan.row_tiles - 1, 1))
+        fewer = dataclasses.replace(plan, ctas=plan.ctas - 1)
         return dataclasses.replace(launch, plan=fewer)
 
     monkeypatch.setattr(cuda_emu_module, "prepare_launch", short)
     x.fresh_output()
-    out = CudaEmuBackend(num_splits=1).run(x)
+    out = emu_with(1).run(x)
     unwritten = poisoned_mask(out)
     assert int(unwritten.sum()) == 8 * 512  # rows 64..71 = tokens 8 (all 8 heads)
     assert bool(unwritten[8].all()) and not bool(unwritten[:8].any())
@@ -360,7 +369,7 @@ def test_a_launch_that_misses_rows_leaves_the_poison(monkeypatch):
 def test_ragged_q_len_batch(fp64, splits):
     x = ragged_q_len_inputs()
     assert x.q_lens == (1, 33, 65, 9) and x.prefix_lens == (0, 70, 31, 5)
-    out = CudaEmuBackend(num_splits=splits).run(x).clone()
+    out = emu_with(splits).run(x).clone()
     truth = fp64.run(x)
     f = parity_figures(out, truth)
     assert f.unwritten == 0 and f.nan == 0
@@ -429,8 +438,8 @@ def test_the_hardware_backend_is_unavailable_here_and_says_why():
 
 def test_the_emulation_reports_a_bad_launch_instead_of_crashing():
     x = generate_inputs(make_case(prefix=21, tree={"kind": "ddtree", "budget": 8}))
-    with pytest.raises(KernelEmulationError, match=r"invalid grid \(0,3,1\)"):
-        CudaEmuBackend(num_splits=0).run(x)
+    with pytest.raises(KernelEmulationError, match=r"invalid grid \(0,1,1\)"):
+        emu_with(0).run(x)
 
 
 # ---------------------------------------------------------------- prepare, then launch
@@ -510,7 +519,7 @@ def test_the_hardware_backends_launch_is_the_extension_call_alone(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "get_device_properties", properties)
     monkeypatch.setattr(cuda_kernel_module, "prepare_launch", marshaled)
-    backend = cuda_kernel_module.CudaKernelBackend(num_splits=4)
+    backend = cuda_kernel_module.CudaKernelBackend(ctas=4)
     backend._extension = FakeExtension()  # what _load returns once built
     lse = lse_buffer(x)
     launch = prepared(backend, x, lse=lse)
@@ -520,5 +529,5 @@ def test_the_hardware_backends_launch_is_the_extension_call_alone(monkeypatch):
     assert counted == {"properties": 1, "marshal": 1} and len(calls) == 3
     arguments = calls[0]
     assert arguments[6] is x.o_extend and arguments[7] is lse
-    assert arguments[8].shape[0] == 4 and arguments[11] == 4  # the split workspace, allocated in prepare
+    assert arguments[8].shape[0] == 8 and arguments[11] == 4  # two parts per CTA, allocated in prepare
     assert all(a is b for a, b in zip(calls[0], calls[2], strict=True))  # the very same tensors each launch

@@ -33,7 +33,7 @@ from ddbench.mla import HEAD_DIM_QK, HEAD_DIM_V
 
 KERNEL_SOURCE = find_kernels_dir() / "verify" / "verify_attn.cuh"
 VERIFY = "verify_attention_kernel"
-COMBINE = "combine_splits_kernel"
+COMBINE = "combine_parts_kernel"
 
 needs_nvcc = pytest.mark.skipif(nvcc_available() is not None, reason=str(nvcc_available()))
 
@@ -45,7 +45,7 @@ def cuobjdump_here() -> bool:
 # ---------------------------------------------------------------- canned tool output
 
 VERIFY_MANGLED = "_ZN10ddk_verify23verify_attention_kernelENS_12VerifyParamsE"
-COMBINE_MANGLED = "_ZN10ddk_verify21combine_splits_kernelENS_12VerifyParamsE"
+COMBINE_MANGLED = "_ZN10ddk_verify20combine_parts_kernelENS_12VerifyParamsE"
 PTXAS_REPORT = "\n".join(
     [
         "ptxas warning : For profile sm_90 adjusting per thread register count of 16 to lower bound of 24",

@@ -22,7 +22,7 @@ from ddbench.runner.selection import select_cases
 
 SMOKE = str(Path(__file__).resolve().parents[1] / "suites" / "smoke.json")
 PICK = "ddtree and p21"
-REGS = {"verify_attention_kernel": 167, "combine_splits_kernel": 40}
+REGS = {"verify_attention_kernel": 167, "combine_parts_kernel": 40}
 
 
 def _profile(shape, counters=None, case_id="c"):

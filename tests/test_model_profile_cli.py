@@ -30,7 +30,7 @@ def inputs(tmp_path):
             "arch": a,
             "kernels": [
                 {"name": "_ZN10ddk_verify23verify_attention_kernelENS_12VerifyParamsE", "registers": 167},
-                {"name": "_ZN10ddk_verify21combine_splits_kernelENS_12VerifyParamsE", "registers": 40},
+                {"name": "_ZN10ddk_verify20combine_parts_kernelENS_12VerifyParamsE", "registers": 40},
             ],
         }
         for a in ("sm_120", "sm_90")

@@ -9,7 +9,7 @@ from ddbench.model.gpus import RTX_PRO_6000
 from ddbench.model.kernel_time import model_launch
 from ddbench.model.tiling_counters import CONFLICTED_64, tiling_counters
 
-REGS = {"verify_attention_kernel": 167, "combine_splits_kernel": 40}
+REGS = {"verify_attention_kernel": 167, "combine_parts_kernel": 40}
 
 
 def test_kimi_tp8_q9_at_4k_is_192_ctas_in_two_waves_then_a_combine():

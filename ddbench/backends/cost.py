@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 from ddbench.inputs.footprint import BF16_BYTES, FP32_BYTES, INDEX_BYTES, InputFootprint, input_footprint
 from ddbench.kernel.marshal import MASK_WORD_BITS
-from ddbench.kernel.plan import plan_launch
+from ddbench.kernel.plan import BLOCK_M, plan_launch
 from ddbench.suite.model import Case
 from ddbench.suite.presets import HEAD_DIM_QK, HEAD_DIM_V
 
@@ -141,11 +141,10 @@ def _reference_working_bytes(case: Case, accumulate: int) -> int:
 
 
 def _custom_kernel_working_bytes(case: Case, footprint: InputFootprint) -> int:
-    """Marshaling (int64 slot arithmetic over every key, the mask's bit expansion) and split-K workspace."""
+    """Marshaling (int64 slot arithmetic over every key, the mask's bit expansion) and the parts' workspace."""
     plan = plan_launch(case.batch_size, case.heads_per_rank, case.q_len, footprint.tokens)
-    rows = case.total_q * case.heads_per_rank
     mask_bits = case.total_q * -(-case.q_len // MASK_WORD_BITS) * MASK_WORD_BITS
-    workspace = plan.num_splits * rows * (HEAD_DIM_V + 1) * FP32_BYTES if plan.num_splits > 1 else 0
+    workspace = plan.workspace_parts * BLOCK_M * (HEAD_DIM_V + 1) * FP32_BYTES
     return 10 * footprint.tokens * INDEX_BYTES + 3 * mask_bits * INDEX_BYTES + workspace
 
 

@@ -18,7 +18,7 @@ from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.build import KernelBuildError, build_emulation_library, find_kernels_dir
 from ddbench.kernel.counters import LaunchCounters, parse_counters
 from ddbench.kernel.launch import PreparedLaunch, prepare_launch
-from ddbench.kernel.plan import BLOCK_N
+from ddbench.kernel.plan import DEFAULT_SM_COUNT
 from ddbench.kernel.sanitizer import SanitizerReport, parse_sanitizer_report
 from ddbench.kernel.work_shapes import verify_work_shapes
 
@@ -80,9 +80,14 @@ class CudaEmuBackend:
     capabilities = Capabilities(lse=True)
 
     def __init__(
-        self, num_splits: int | None = None, workers: int | None = None, sm_count: int | None = None
+        self,
+        ctas: int | None = None,
+        workers: int | None = None,
+        sm_count: int | None = None,
+        whole_row_tiles: bool | None = None,
     ) -> None:
-        self.num_splits = num_splits  # None: the same heuristic as on a GPU
+        self.ctas = ctas  # None: the same plan as on a GPU (ddbench/kernel/plan.py)
+        self.whole_row_tiles = whole_row_tiles
         self.sm_count = sm_count  # None: plan as on an RTX PRO 6000 (ddbench/kernel/plan.py); profile sets it
         self.workers = workers if workers is not None else int(os.environ.get("DDK_EMU_WORKERS", "0") or 0)
         self._library: ctypes.CDLL | None = None
@@ -135,9 +140,8 @@ class CudaEmuBackend:
 
     def marshaled_launch(self, inputs: VerifyInputs) -> PreparedLaunch:
         """Marshaling and plan; the seam `ddbench selftest`'s mutants use to inject marshaling mistakes."""
-        if self.sm_count is None:
-            return prepare_launch(inputs, num_splits=self.num_splits)
-        return prepare_launch(inputs, sm_count=self.sm_count, num_splits=self.num_splits)
+        sm_count = DEFAULT_SM_COUNT if self.sm_count is None else self.sm_count
+        return prepare_launch(inputs, sm_count=sm_count, ctas=self.ctas, whole_row_tiles=self.whole_row_tiles)
 
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         """Marshal and plan once; the launch is the emulated kernel call alone."""
@@ -167,7 +171,7 @@ class CudaEmuBackend:
         the emulation stops (divergence, a bad shared-memory address) raises KernelEmulationError as `run`.
 
         `one_cta_per_shape`: emulate one verify CTA of each work shape (`ddbench.kernel.work_shapes`) and
-        count it for all of its shape; the combine runs whole on a workspace whose empty splits hold -inf.
+        count it for all of its shape; the combine runs whole on a zeroed workspace.
         For big cases: the counts docs/emulation.md calls exact stay exact, unique sectors become a lower
         bound, and the output is not computed.
         """
@@ -222,20 +226,10 @@ class CudaEmuBackend:
 
     @staticmethod
     def _prefill_workspace(launch: PreparedLaunch) -> None:
-        """What the verify CTAs that will not run would leave for the combine: -inf for empty splits."""
-        if launch.ws_o is None or launch.ws_lse is None:
-            return
-        k = launch.kernel
-        launch.ws_o.zero_()
-        launch.ws_lse.zero_()
-        kv, q = k.kv_offsets.tolist(), k.q_offsets.tolist()
-        for request in range(k.batch_size):
-            tiles = -(-(kv[request + 1] - kv[request]) // BLOCK_N)
-            per_split = -(-tiles // launch.plan.num_splits)
-            rows = slice(q[request] * k.heads, q[request + 1] * k.heads)
-            for split in range(launch.plan.num_splits):
-                if split * per_split >= tiles:
-                    launch.ws_lse[split, rows] = float("-inf")
+        """Finite parts in place of those the CTAs that will not run would write (no part is ever empty)."""
+        if launch.ws_o is not None and launch.ws_lse is not None:
+            launch.ws_o.zero_()
+            launch.ws_lse.zero_()
 
     @staticmethod
     def _buffers(launch: PreparedLaunch, lse: torch.Tensor | None) -> list[torch.Tensor | None]:
@@ -266,9 +260,9 @@ class CudaEmuBackend:
             launch.total_rows,
             k.heads,
             k.mask_words.shape[1],
-            plan.num_splits,
-            plan.row_tiles,
             k.batch_size,
+            plan.ctas,
+            plan.whole_row_tiles,
             k.sm_scale,
         ]
         return launch, pointers, scalars

@@ -1,7 +1,7 @@
 """`cuda`: the custom kernel on the local GPU, through the same marshaling and plan as `cuda-emu`.
 
 `prepare` does everything but the kernel (marshaling: some 60 small torch ops; device properties; the
-split-KV workspace), so a timed sample or a captured CUDA graph holds the extension call alone.
+workspace of split row tiles), so a timed sample or a captured CUDA graph holds the extension call alone.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ class CudaKernelBackend:
     name = "cuda"
     capabilities = Capabilities(lse=True)
 
-    def __init__(self, num_splits: int | None = None) -> None:
-        self.num_splits = num_splits
+    def __init__(self, ctas: int | None = None, whole_row_tiles: bool | None = None) -> None:
+        self.ctas = ctas  # None: the plan's own choice (ddbench/kernel/plan.py)
+        self.whole_row_tiles = whole_row_tiles
         self._extension: ModuleType | None = None
         self._problem: str | None = None
 
@@ -55,7 +56,7 @@ class CudaKernelBackend:
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         extension = self._load()
         sm_count = torch.cuda.get_device_properties(inputs.device).multi_processor_count
-        launch = prepare_launch(inputs, sm_count=sm_count, num_splits=self.num_splits)
+        launch = prepare_launch(inputs, sm_count=sm_count, ctas=self.ctas, whole_row_tiles=self.whole_row_tiles)
         k, out = launch.kernel, launch.out
         empty = torch.empty(0, dtype=torch.float32, device=inputs.device)
         arguments = (
@@ -70,8 +71,8 @@ class CudaKernelBackend:
             launch.ws_o if launch.ws_o is not None else empty,
             launch.ws_lse if launch.ws_lse is not None else empty,
             k.sm_scale,
-            launch.plan.num_splits,
-            launch.plan.row_tiles,
+            launch.plan.ctas,
+            launch.plan.whole_row_tiles,
         )
 
         def kernel_only() -> torch.Tensor:

@@ -62,9 +62,9 @@ class EmuMutant(CudaEmuBackend):
         hypothesis: str,
         kernel_edit: KernelEdit | None = None,
         output_edit: OutputEdit | None = None,
-        num_splits: int | None = None,
+        ctas: int | None = None,
     ) -> None:
-        super().__init__(num_splits=num_splits)
+        super().__init__(ctas=ctas)
         self.hypothesis = hypothesis
         self.name = EMU_PREFIX + hypothesis
         self.kernel_edit, self.output_edit = kernel_edit, output_edit
@@ -77,7 +77,7 @@ class EmuMutant(CudaEmuBackend):
         k = marshal(inputs)
         if self.kernel_edit is not None:
             k = self.kernel_edit(inputs, k)
-        return launch_for(k, inputs.o_extend, num_splits=self.num_splits)
+        return launch_for(k, inputs.o_extend, ctas=self.ctas, whole_row_tiles=self.whole_row_tiles)
 
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         launch, edit = super().prepare(inputs, lse), self.output_edit

@@ -28,7 +28,7 @@ ARCHS = ("sm_120", "sm_90")
 CUBIN_SOURCE = Path("verify") / "verify_cubin.cu"
 NVCC_FLAGS = ("-std=c++17", "-O3", "-cubin", "--resource-usage")
 # The launch's dynamic shared memory, per kernel (static shared memory comes from the ptxas report).
-DYNAMIC_SMEM = {"verify_attention_kernel": SMEM_BYTES, "combine_splits_kernel": 0}
+DYNAMIC_SMEM = {"verify_attention_kernel": SMEM_BYTES, "combine_parts_kernel": 0}
 
 
 @dataclass

@@ -11,7 +11,7 @@ import torch
 
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.marshal import KernelInputs, marshal
-from ddbench.kernel.plan import DEFAULT_SM_COUNT, LaunchPlan, plan_launch
+from ddbench.kernel.plan import BLOCK_M, DEFAULT_SM_COUNT, LaunchPlan, plan_launch
 from ddbench.suite.presets import HEAD_DIM_V
 
 
@@ -20,8 +20,8 @@ class PreparedLaunch:
     kernel: KernelInputs
     plan: LaunchPlan
     out: torch.Tensor
-    ws_o: torch.Tensor | None  # split partials, only when the keys are split
-    ws_lse: torch.Tensor | None
+    ws_o: torch.Tensor | None  # (parts, BLOCK_M, 512) fp32 parts of split row tiles, only with a combine
+    ws_lse: torch.Tensor | None  # (parts, BLOCK_M)
 
     @property
     def total_rows(self) -> int:
@@ -29,19 +29,26 @@ class PreparedLaunch:
 
 
 def prepare_launch(
-    inputs: VerifyInputs, sm_count: int = DEFAULT_SM_COUNT, num_splits: int | None = None
+    inputs: VerifyInputs,
+    sm_count: int = DEFAULT_SM_COUNT,
+    ctas: int | None = None,
+    whole_row_tiles: bool | None = None,
 ) -> PreparedLaunch:
-    return launch_for(marshal(inputs), inputs.o_extend, sm_count, num_splits)
+    return launch_for(marshal(inputs), inputs.o_extend, sm_count, ctas, whole_row_tiles)
 
 
 def launch_for(
-    k: KernelInputs, out: torch.Tensor, sm_count: int = DEFAULT_SM_COUNT, num_splits: int | None = None
+    k: KernelInputs,
+    out: torch.Tensor,
+    sm_count: int = DEFAULT_SM_COUNT,
+    ctas: int | None = None,
+    whole_row_tiles: bool | None = None,
 ) -> PreparedLaunch:
     """The plan and workspace for already-marshaled inputs (the self-test's mutants marshal their own)."""
-    plan = plan_launch(k.batch_size, k.heads, k.max_q_len, k.kv_slots.numel(), sm_count, num_splits)
-    rows = k.q.shape[0] * k.heads
+    plan = plan_launch(k.batch_size, k.heads, k.max_q_len, k.kv_slots.numel(), sm_count, ctas, whole_row_tiles)
     ws_o = ws_lse = None
-    if plan.num_splits > 1:
-        ws_o = torch.empty(plan.num_splits, rows, HEAD_DIM_V, dtype=torch.float32, device=out.device)
-        ws_lse = torch.empty(plan.num_splits, rows, dtype=torch.float32, device=out.device)
+    if plan.combines:
+        parts = plan.workspace_parts
+        ws_o = torch.empty(parts, BLOCK_M, HEAD_DIM_V, dtype=torch.float32, device=out.device)
+        ws_lse = torch.empty(parts, BLOCK_M, dtype=torch.float32, device=out.device)
     return PreparedLaunch(k, plan, out, ws_o, ws_lse)

@@ -1,6 +1,9 @@
 """Launch geometry of the custom kernel, decided on the host from tensor shapes alone (no device sync).
 
-Mirrors the constants of kernels/verify/verify_attn.cuh; tests check they agree with the source.
+Mirrors the constants and the work split of kernels/verify/verify_attn.cuh; tests check they agree with the
+source. The kernel cuts the batch's work units ((request, row tile, key tile) triples) into `ctas` equal
+ranges itself, from the offsets on the device; the host only picks how many CTAs (one wave: shared memory
+lets one CTA per SM) and whether short row tiles go one per CTA with nothing to combine.
 """
 
 from __future__ import annotations
@@ -10,21 +13,40 @@ from dataclasses import dataclass
 BLOCK_M = 32  # (token, head) rows per CTA
 BLOCK_N = 32  # keys per tile
 THREADS = 256
-SMEM_BYTES = 90_112
+SMEM_BYTES = 94_208
+REDUCE_STRIDE = BLOCK_N + 8  # floats between partial-S rows
 COMBINE_THREADS = 128
-MAX_SPLITS = 64
+CTAS_PER_SM = 1  # 94,208 B of shared memory per CTA: one fits in an SM's 100 KB
 DEFAULT_SM_COUNT = 188  # RTX PRO 6000 Blackwell; the emulation plans as if on it
+# A CTA's range is at least this many key tiles: fewer, and the fp32 part it writes for the combine (64 KB per
+# row tile) costs more than the tiles it saves; a row tile of at most this many tiles runs whole in one CTA.
+MIN_TILES_PER_CTA = 4
 
 
 @dataclass(frozen=True)
 class LaunchPlan:
-    grid: tuple[int, int, int]  # (splits, row tiles, requests)
-    num_splits: int
-    row_tiles: int
+    ctas: int  # the verify grid (1-D)
+    whole_row_tiles: int  # > 0: CTA c is row tile c % whole_row_tiles of request c // whole_row_tiles, whole
+    row_tiles: int  # per request at the longest q_len
 
     @property
-    def ctas(self) -> int:
-        return self.grid[0] * self.grid[1] * self.grid[2]
+    def grid(self) -> tuple[int, int, int]:
+        return (self.ctas, 1, 1)
+
+    @property
+    def combines(self) -> bool:
+        """Whether the combine kernel runs: row tiles may be split between CTAs."""
+        return self.whole_row_tiles == 0 and self.ctas > 1
+
+    @property
+    def workspace_parts(self) -> int:
+        """fp32 parts (BLOCK_M rows each) the workspace holds: at most two per CTA."""
+        return 2 * self.ctas if self.combines else 0
+
+
+def estimated_units(row_tiles: int, total_keys: int) -> int:
+    """About the work units the kernel will count (from shapes): the batch's key tiles times the row tiles."""
+    return row_tiles * (-(-total_keys // BLOCK_N))
 
 
 def plan_launch(
@@ -33,12 +55,22 @@ def plan_launch(
     max_q_len: int,
     total_keys: int,
     sm_count: int = DEFAULT_SM_COUNT,
-    num_splits: int | None = None,
+    ctas: int | None = None,
+    whole_row_tiles: bool | None = None,
 ) -> LaunchPlan:
-    """Split the keys only as far as needed to give every SM about two CTAs, never below one tile each."""
+    """One wave of CTAs, each with at least MIN_TILES_PER_CTA key tiles, never fewer CTAs than row tiles.
+
+    `ctas` forces the number of CTAs (balanced ranges, with a combine); `whole_row_tiles` forces (True) or
+    forbids (False) one CTA per whole row tile.
+    """
     row_tiles = -(-(max_q_len * heads) // BLOCK_M)
-    if num_splits is None:
-        base = max(1, batch_size * row_tiles)
-        mean_tiles = max(1, -(-total_keys // (max(batch_size, 1) * BLOCK_N)))
-        num_splits = max(1, min(MAX_SPLITS, mean_tiles, -(-2 * sm_count // base)))
-    return LaunchPlan(grid=(num_splits, row_tiles, batch_size), num_splits=num_splits, row_tiles=row_tiles)
+    all_row_tiles = max(1, batch_size * row_tiles)
+    units = estimated_units(row_tiles, total_keys)
+    if whole_row_tiles is None:
+        whole_row_tiles = ctas is None and units <= all_row_tiles * MIN_TILES_PER_CTA
+    if whole_row_tiles:
+        return LaunchPlan(ctas=all_row_tiles, whole_row_tiles=max(1, row_tiles), row_tiles=row_tiles)
+    if ctas is None:
+        slots = max(1, sm_count * CTAS_PER_SM)
+        ctas = min(slots, max(all_row_tiles, -(-units // MIN_TILES_PER_CTA)))
+    return LaunchPlan(ctas=ctas, whole_row_tiles=0, row_tiles=row_tiles)  # a forced 0 is the launch's to refuse

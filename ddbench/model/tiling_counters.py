@@ -147,7 +147,7 @@ def tiling_counters(shape: CaseShape, sm_count: int = 188) -> dict[str, Any]:
         read = plan.num_splits * (WS_ROW_BYTES + 4)
         kernels.append(
             {
-                "name": "combine_splits_kernel",
+                "name": "combine_parts_kernel",
                 "grid": [total_rows, 1, 1],
                 "threads_per_cta": COMBINE_THREADS,
                 "ctas": total_rows,

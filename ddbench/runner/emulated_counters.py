@@ -3,10 +3,10 @@
 The launch is planned for the named GPU (its SM count decides the splits). Small cases run every CTA, so
 every count is exact. Big ones (more than SAMPLE_ABOVE key-tiles x row-tiles) run one CTA per work shape,
 each counted for all of its shape (docs/emulation.md): mma, barriers, bytes, sectors, wavefronts and waits
-stay exact, but the launch-wide unique sectors of a sampled run only bound DRAM traffic from below. For
-those the document's unique sectors are replaced by the sum over shapes of count x per-CTA unique sectors
-(capped at all sectors): an upper bound (CTAs of one request share its KV through L2), so the modeled time
-of a sampled case leans slow, never fast, and the document says `"dram_bytes": "upper bound (sampled)"`.
+stay exact, but the launch-wide unique sectors of a sampled run are not counted. For those the verify
+kernel's unique sectors are derived from the launch's addresses (`ddbench.kernel.footprint`, equal sector for
+sector to a full count in the tests) and the document says `"dram_bytes": "from addresses (sampled)"`; the
+combine kernel runs whole and is counted.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import torch
 from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.errors import BackendUnavailable
 from ddbench.inputs import generate_inputs
+from ddbench.kernel.footprint import verify_unique_sectors
 from ddbench.kernel.plan import BLOCK_M
 from ddbench.model.gpus import GpuSpec
 from ddbench.suite.model import Case
@@ -54,10 +55,8 @@ def emulated_counters(case: Case, gpu: GpuSpec, sanitize: bool = True) -> Mappin
             "summary": report.summary(),
         }
     if sampled:
-        for kernel in document["kernels"]:
-            totals = kernel["totals"]["global"]
-            bound = sum(shape["count"] * shape["unique_sectors"] for shape in kernel["cta_shapes"])
-            totals["unique_sectors"] = min(totals["sectors"], max(totals["unique_sectors"], bound))
-        document["dram_bytes"] = "upper bound (sampled)"
+        verify = next(k for k in document["kernels"] if k["name"] == "verify")
+        verify["totals"]["global"]["unique_sectors"] = verify_unique_sectors(backend.marshaled_launch(inputs))
+        document["dram_bytes"] = "from addresses (sampled)"
     document["source"] = "emulated" + (", one CTA per work shape" if sampled else ", every CTA")
     return document

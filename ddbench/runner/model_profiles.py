@@ -71,7 +71,7 @@ def model_cases(
         if "sanitizer" in counters:
             out.sanitized[case.id] = counters["sanitizer"]
         if counters.get("dram_bytes"):
-            out.notes.append(f"{case.id}: counted on one CTA per work shape; DRAM bytes are an upper bound")
+            out.notes.append(f"{case.id}: counted on one CTA per work shape; unique DRAM bytes derived from its addresses")
     out.registers_known = registers is not None
     return out
 
@@ -103,7 +103,7 @@ def registers_of(arch: str, path: str | None = None) -> dict[str, int] | None:
 
 
 def _short(mangled: str) -> str:
-    for name in ("verify_attention_kernel", "combine_splits_kernel"):
+    for name in ("verify_attention_kernel", "combine_parts_kernel"):
         if name in mangled:
             return name
     return mangled

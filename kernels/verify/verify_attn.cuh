@@ -1,11 +1,15 @@
 // Tree-verify attention for absorbed MLA (DeepSeek-V3 / Kimi K2.x) on sm_80..sm_120, written once against the
 // ddk primitives so the same source runs on the GPU (nvcc) and under the CPU emulation (g++ -DDDK_EMULATE).
 //
-// One CTA = (split s, row tile, request r). Rows are (draft token, local head) pairs packed into the MMA M
-// dimension, so each KV tile is read once per CTA for all heads. The request's keys (prefix slots followed by
-// the draft slots) are cut into 32-key tiles; the tiles are shared out among `num_splits` CTAs (split-KV,
-// flash-decoding) whose partial results a second kernel combines by their log-sum-exp. Only keys at or after
-// the prefix length read the tree mask (bit words per draft row over the draft columns).
+// Work units are (request, row tile, 32-key tile) triples. Rows are (draft token, local head) pairs packed into
+// the MMA M dimension, so each KV tile is read once per row tile for all its heads. The units of the whole
+// batch, request-major, are cut into `num_ctas` equal contiguous ranges, one per CTA (a single wave sized to
+// the GPU by the host): a long request of a ragged batch gets as many CTAs as its share of the work, and no CTA
+// is left without keys. A CTA walks its range as segments of one row tile each; a segment that covers its row
+// tile whole writes the output, one that covers part of it writes an fp32 partial (output and log-sum-exp) that
+// the combine kernel merges with the other parts of that row tile. With `whole_row_tiles`, CTA c is row tile c
+// whole (short prefixes: nothing to combine). Only keys at or after the prefix read the tree mask (bit words per
+// draft row over the draft columns).
 //
 // 8 warps: warp w works on row group g = w / 4 (16 rows) and quarter c = w % 4. For S = Q K^T, the quarter is
 // a 144-wide slice of the 576 dims (Q fragments stay in registers); the four partial S tiles of a row group
@@ -32,13 +36,24 @@ constexpr int kKSteps = kDimSlice / 16; // 9 mma k-steps per slice
 constexpr int kColSlice = kDimV / 4;    // 128 output columns per warp
 constexpr int kOutTiles = kColSlice / 8; // 16 n8 tiles of O per warp
 constexpr int kStageBytes = kBlockN * kRowBytes;            // 36,864
-constexpr int kReduceBytes = 2 * 4 * 16 * kBlockN * 4;      // 16,384: partial S of both row groups
-constexpr int kSmemBytes = kStages * kStageBytes + kReduceBytes;  // 90,112 <= 101,376
-static_assert(kBlockM * kRowBytes <= kStageBytes, "Q staging must fit in stage 0");
+// Partial S rows are 40 floats apart, not 32: a half-warp's 64-bit accesses (4 rows x 4 lanes) then cover the
+// 32 banks once (2 wavefronts per warp instruction) instead of hitting 8 banks 4 times over (8 wavefronts).
+constexpr int kReduceStride = kBlockN + 8;
+constexpr int kReduceBytes = 2 * 4 * 16 * kReduceStride * 4;  // 20,480: partial S of both row groups
+constexpr int kSmemBytes = kStages * kStageBytes + kReduceBytes;  // 94,208 <= 101,376
+static_assert(kBlockM * kRowBytes <= kStageBytes, "Q staging must fit in one stage");
 static_assert(kSmemBytes <= 101376, "sm_120 allows 99 KB of shared memory per block");
 
 constexpr float kNegInf = -__builtin_huge_valf();
 constexpr float kLn2 = 0.69314718055994530942f;
+
+// Two fp32 values moved as one 64-bit access, four as one 128-bit access.
+struct alignas(8) Float2 {
+  float x, y;
+};
+struct alignas(16) Float4 {
+  float x, y, z, w;
+};
 
 struct VerifyParams {
   const uint16_t* q;            // (T, H, 576) bf16
@@ -49,12 +64,14 @@ struct VerifyParams {
   const uint32_t* mask_words;   // (T, mask_words_per_row): bit j of row t = draft column j visible
   uint16_t* out;                // (T, H, 512) bf16
   float* lse;                   // (T, H) natural-log LSE, or nullptr
-  float* ws_o;                  // (num_splits, T * H, 512) fp32 partial outputs (num_splits > 1)
-  float* ws_lse;                // (num_splits, T * H) partial LSE in log2 units (num_splits > 1)
+  float* ws_o;                  // (2 * num_ctas, kBlockM, 512) fp32 partial outputs of split row tiles
+  float* ws_lse;                // (2 * num_ctas, kBlockM) their LSE in log2 units
   int total_rows;               // T * H
   int heads;
   int mask_words_per_row;
-  int num_splits;
+  int batch;
+  int num_ctas;                 // the verify grid
+  int whole_row_tiles;          // > 0: CTA c = row tile c % whole_row_tiles of request c / whole_row_tiles, whole
   float scale_log2;             // sm_scale * log2(e): scores live in the exp2 domain
 };
 
@@ -63,6 +80,40 @@ struct VerifyParams {
 DDK_HOST_DEVICE int swizzled(int row, int chunk) {
   return row * kRowBytes + (((chunk & ~7) | ((chunk ^ row) & 7)) << 4);
 }
+
+// One request's extent, read from the offsets (uniform over the CTA).
+struct Request {
+  int q_base, q_len, key_base, keys, prefix, rows, tiles, row_tiles;
+};
+
+DDK_DEVICE Request request_at(const VerifyParams& p, int r) {
+  Request g;
+  g.q_base = ddk::ld_global(p.q_offsets + r);
+  g.q_len = ddk::ld_global(p.q_offsets + (r + 1)) - g.q_base;
+  g.key_base = ddk::ld_global(p.kv_offsets + r);
+  g.keys = ddk::ld_global(p.kv_offsets + (r + 1)) - g.key_base;
+  g.prefix = g.keys - g.q_len;
+  g.rows = g.q_len * p.heads;
+  g.tiles = (g.keys + kBlockN - 1) / kBlockN;
+  g.row_tiles = (g.rows + kBlockM - 1) / kBlockM;
+  return g;
+}
+
+// Work units of the whole batch: every row tile of every request times its key tiles.
+DDK_DEVICE int64_t total_units(const VerifyParams& p) {
+  int64_t units = 0;
+  for (int r = 0; r < p.batch; ++r) {
+    const Request g = request_at(p, r);
+    units += static_cast<int64_t>(g.row_tiles) * g.tiles;
+  }
+  return units;
+}
+
+// First unit of CTA c's range: the units are cut into num_ctas ranges as equal as integers allow.
+DDK_HOST_DEVICE int64_t range_start(int64_t c, int64_t units, int64_t ctas) { return c * units / ctas; }
+
+// The CTA whose range holds unit u: the last c with range_start(c) <= u (empty ranges come before it).
+DDK_HOST_DEVICE int64_t cta_of_unit(int64_t u, int64_t units, int64_t ctas) { return ((u + 1) * ctas - 1) / units; }
 
 DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, int key_base, int key_end, int first_key) {
   // 32 keys x 72 chunks, 9 chunks per thread; keys past the end are zero-filled (0 * garbage would be NaN).
@@ -76,34 +127,24 @@ DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, int key_base, int 
   }
 }
 
-DDK_GLOBAL void verify_attention_kernel(const VerifyParams p) {
-  char* smem = ddk::dynamic_smem();
+// Row tile `row_tile` of request g over key tiles [tile_begin, tile_end). slot < 0: the segment is the row tile
+// whole and writes the output; else it writes partial `slot` of the workspace for the combine.
+DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g, int row_tile, int tile_begin,
+                            int tile_end, int slot) {
   float* reduce = reinterpret_cast<float*>(smem + kStages * kStageBytes);
-  const int split = ddk::block_idx_x(), row_tile = ddk::block_idx_y(), request = ddk::block_idx_z();
   const int warp = ddk::warp_id(), lane = ddk::lane_id();
   const int group = warp / 4, quarter = warp % 4;
   const int lr = lane / 4, lc = lane % 4;  // PTX groupID and threadID_in_group
-
-  const int q_base = ddk::ld_global(p.q_offsets + request), q_len = ddk::ld_global(p.q_offsets + (request + 1)) - q_base;
-  const int key_base = ddk::ld_global(p.kv_offsets + request), keys = ddk::ld_global(p.kv_offsets + (request + 1)) - key_base;
-  const int prefix = keys - q_len;
-  const int rows = q_len * p.heads;
   const int row0 = row_tile * kBlockM;
-  if (row0 >= rows) return;  // uniform over the CTA
-
-  const int tiles = (keys + kBlockN - 1) / kBlockN;
-  const int per_split = (tiles + p.num_splits - 1) / p.num_splits;
-  const int tile_begin = split * per_split;
-  const int tile_end = tile_begin + per_split < tiles ? tile_begin + per_split : tiles;
 
   // The two rows this lane owns in every C fragment, relative to the CTA and as (token, head).
   int my_token[2], my_global_row[2];
   bool my_valid[2];
   for (int h = 0; h < 2; ++h) {
     const int r = row0 + group * 16 + lr + 8 * h;
-    my_valid[h] = r < rows;
+    my_valid[h] = r < g.rows;
     my_token[h] = my_valid[h] ? r / p.heads : 0;
-    my_global_row[h] = (q_base + my_token[h]) * p.heads + (my_valid[h] ? r % p.heads : 0);
+    my_global_row[h] = (g.q_base + my_token[h]) * p.heads + (my_valid[h] ? r % p.heads : 0);
   }
 
   float o[kOutTiles][4];
@@ -111,122 +152,125 @@ DDK_GLOBAL void verify_attention_kernel(const VerifyParams p) {
     for (int k = 0; k < 4; ++k) o[n][k] = 0.f;
   float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f};
 
-  if (tile_begin < tile_end) {
-    // Q: stage the CTA's 32 rows in smem (stage 0), then each warp keeps its 16 rows x 144 dims in registers.
-    for (int i = ddk::thread_idx_x(); i < kBlockM * kChunksPerRow; i += kThreads) {
-      const int m = i / kChunksPerRow, chunk = i % kChunksPerRow;
-      const int r = row0 + m;
-      const bool valid = r < rows;
-      const uint16_t* src = p.q;
-      if (valid) src += (static_cast<int64_t>(q_base + r / p.heads) * p.heads + r % p.heads) * kDimQK + chunk * 8;
-      ddk::cp_async_16(smem + swizzled(m, chunk), src, valid);
-    }
+  // Q (staged in stage 1) and the first KV tile (stage 0) are in flight together; each warp then keeps its
+  // 16 rows x 144 dims of Q in registers.
+  for (int i = ddk::thread_idx_x(); i < kBlockM * kChunksPerRow; i += kThreads) {
+    const int m = i / kChunksPerRow, chunk = i % kChunksPerRow;
+    const int r = row0 + m;
+    const bool valid = r < g.rows;
+    const uint16_t* src = p.q;
+    if (valid) src += (static_cast<int64_t>(g.q_base + r / p.heads) * p.heads + r % p.heads) * kDimQK + chunk * 8;
+    ddk::cp_async_16(smem + (kStageBytes + swizzled(m, chunk)), src, valid);
+  }
+  ddk::cp_async_commit();
+  load_tile(smem, p, g.key_base, g.keys, tile_begin * kBlockN);
+  ddk::cp_async_commit();
+  ddk::cp_async_wait<1>();
+  ddk::sync_block();
+  uint32_t qf[kKSteps][4];
+  for (int ks = 0; ks < kKSteps; ++ks) {
+    const int chunk = (quarter * kDimSlice + ks * 16) / 8 + lane / 16;
+    ddk::ldmatrix_x4(qf[ks], smem + (kStageBytes + swizzled(group * 16 + lane % 16, chunk)));
+  }
+  ddk::sync_block();  // stage 1 is about to hold keys
+
+  for (int tile = tile_begin; tile < tile_end; ++tile) {
+    const int it = tile - tile_begin;
+    char* stage = smem + (it % kStages) * kStageBytes;
+    if (tile + 1 < tile_end) load_tile(smem + ((it + 1) % kStages) * kStageBytes, p, g.key_base, g.keys, (tile + 1) * kBlockN);
     ddk::cp_async_commit();
-    ddk::cp_async_wait_all();
+    ddk::cp_async_wait<1>();
     ddk::sync_block();
-    uint32_t qf[kKSteps][4];
+
+    // Partial S over this warp's 144 dims: 4 n8 tiles of keys.
+    float s[4][4];
+    for (int n = 0; n < 4; ++n)
+      for (int k = 0; k < 4; ++k) s[n][k] = 0.f;
     for (int ks = 0; ks < kKSteps; ++ks) {
-      const int chunk = (quarter * kDimSlice + ks * 16) / 8 + lane / 16;
-      ddk::ldmatrix_x4(qf[ks], smem + swizzled(group * 16 + lane % 16, chunk));
-    }
-    ddk::sync_block();  // stage 0 is about to hold keys
-
-    load_tile(smem, p, key_base, keys, tile_begin * kBlockN);
-    ddk::cp_async_commit();
-    for (int tile = tile_begin; tile < tile_end; ++tile) {
-      const int it = tile - tile_begin;
-      char* stage = smem + (it % kStages) * kStageBytes;
-      if (tile + 1 < tile_end) load_tile(smem + ((it + 1) % kStages) * kStageBytes, p, key_base, keys, (tile + 1) * kBlockN);
-      ddk::cp_async_commit();
-      ddk::cp_async_wait<1>();
-      ddk::sync_block();
-
-      // Partial S over this warp's 144 dims: 4 n8 tiles of keys.
-      float s[4][4];
-      for (int n = 0; n < 4; ++n)
-        for (int k = 0; k < 4; ++k) s[n][k] = 0.f;
-      for (int ks = 0; ks < kKSteps; ++ks) {
-        for (int pair = 0; pair < 2; ++pair) {
-          uint32_t b[4];
-          const int m = lane / 8;
-          const int key = pair * 16 + (m / 2) * 8 + lane % 8;
-          const int chunk = (quarter * kDimSlice + ks * 16) / 8 + (m % 2);
-          ddk::ldmatrix_x4(b, stage + swizzled(key, chunk));
-          const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-          ddk::mma_bf16_m16n8k16(s[2 * pair], qf[ks], b0, s[2 * pair]);
-          ddk::mma_bf16_m16n8k16(s[2 * pair + 1], qf[ks], b1, s[2 * pair + 1]);
-        }
+      for (int pair = 0; pair < 2; ++pair) {
+        uint32_t b[4];
+        const int m = lane / 8;
+        const int key = pair * 16 + (m / 2) * 8 + lane % 8;
+        const int chunk = (quarter * kDimSlice + ks * 16) / 8 + (m % 2);
+        ddk::ldmatrix_x4(b, stage + swizzled(key, chunk));
+        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+        ddk::mma_bf16_m16n8k16(s[2 * pair], qf[ks], b0, s[2 * pair]);
+        ddk::mma_bf16_m16n8k16(s[2 * pair + 1], qf[ks], b1, s[2 * pair + 1]);
       }
-      float* mine = reduce + ((group * 4 + quarter) * 16) * kBlockN;
-      for (int n = 0; n < 4; ++n)
-        for (int h = 0; h < 2; ++h) {
-          ddk::st_shared(mine + ((lr + 8 * h) * kBlockN + n * 8 + 2 * lc), s[n][2 * h]);
-          ddk::st_shared(mine + ((lr + 8 * h) * kBlockN + n * 8 + 2 * lc + 1), s[n][2 * h + 1]);
-        }
-      ddk::sync_block();
+    }
+    Float2* mine = reinterpret_cast<Float2*>(reduce + ((group * 4 + quarter) * 16) * kReduceStride);
+    for (int n = 0; n < 4; ++n)
+      for (int h = 0; h < 2; ++h)
+        ddk::st_shared(mine + ((lr + 8 * h) * kReduceStride + n * 8 + 2 * lc) / 2, Float2{s[n][2 * h], s[n][2 * h + 1]});
+    ddk::sync_block();
 
-      // Full S (the four quarters summed in a fixed order, so every warp of the group agrees bit for bit),
-      // scaled into the exp2 domain and masked.
-      float tile_max[2] = {kNegInf, kNegInf};
-      for (int n = 0; n < 4; ++n)
-        for (int e = 0; e < 4; ++e) {
-          const int h = e / 2;
-          const int at = (lr + 8 * h) * kBlockN + n * 8 + 2 * lc + (e % 2);
-          float v = 0.f;
-          for (int qq = 0; qq < 4; ++qq) v += ddk::ld_shared(reduce + (((group * 4 + qq) * 16) * kBlockN + at));
-          v *= p.scale_log2;
-          const int key = tile * kBlockN + n * 8 + 2 * lc + (e % 2);
-          if (key >= keys) {
-            v = kNegInf;
-          } else if (key >= prefix && my_valid[h]) {
-            const int j = key - prefix;
-            const uint32_t word =
-                ddk::ld_global(p.mask_words + (static_cast<int64_t>(q_base + my_token[h]) * p.mask_words_per_row + j / 32));
-            if (!((word >> (j % 32)) & 1u)) v = kNegInf;
-          }
-          s[n][e] = v;
-          tile_max[h] = v > tile_max[h] ? v : tile_max[h];
-        }
-      float scale_old[2], use_max[2];
+    // Full S (the four quarters summed in a fixed order, so every warp of the group agrees bit for bit),
+    // scaled into the exp2 domain and masked.
+    float tile_max[2] = {kNegInf, kNegInf};
+    for (int n = 0; n < 4; ++n)
       for (int h = 0; h < 2; ++h) {
-        tile_max[h] = fmaxf(tile_max[h], ddk::shfl_xor(tile_max[h], 1));
-        tile_max[h] = fmaxf(tile_max[h], ddk::shfl_xor(tile_max[h], 2));
-        const float new_max = fmaxf(row_max[h], tile_max[h]);
-        use_max[h] = new_max == kNegInf ? 0.f : new_max;  // nothing visible yet: avoid (-inf) - (-inf)
-        scale_old[h] = ddk::fast_exp2(row_max[h] - use_max[h]);
-        row_max[h] = new_max;
-        row_sum[h] *= scale_old[h];
-      }
-      for (int n = 0; n < kOutTiles; ++n) {
-        o[n][0] *= scale_old[0];
-        o[n][1] *= scale_old[0];
-        o[n][2] *= scale_old[1];
-        o[n][3] *= scale_old[1];
-      }
-      // P rounded to bf16 before P.V, and the row sums taken of the rounded values.
-      uint32_t pf[2][4];
-      for (int n = 0; n < 4; ++n)
-        for (int h = 0; h < 2; ++h) {
-          const uint32_t packed = ddk::pack_bf16x2(ddk::fast_exp2(s[n][2 * h] - use_max[h]),
-                                                   ddk::fast_exp2(s[n][2 * h + 1] - use_max[h]));
-          row_sum[h] += ddk::bf16_to_float(static_cast<uint16_t>(packed & 0xffffu)) +
-                        ddk::bf16_to_float(static_cast<uint16_t>(packed >> 16));
-          pf[n / 2][(n % 2) * 2 + h] = packed;  // C fragments of n-tiles 2j, 2j+1 -> A fragment of k-step j
+        const int at = (lr + 8 * h) * kReduceStride + n * 8 + 2 * lc;
+        float v[2] = {0.f, 0.f};
+        for (int qq = 0; qq < 4; ++qq) {
+          const Float2 part =
+              ddk::ld_shared(reinterpret_cast<const Float2*>(reduce + ((group * 4 + qq) * 16) * kReduceStride) + at / 2);
+          v[0] += part.x;
+          v[1] += part.y;
         }
-
-      for (int kstep = 0; kstep < 2; ++kstep)
-        for (int pair = 0; pair < kOutTiles / 2; ++pair) {
-          uint32_t b[4];
-          const int m = lane / 8;
-          const int key = kstep * 16 + (m % 2) * 8 + lane % 8;
-          const int chunk = (quarter * kColSlice + pair * 16) / 8 + m / 2;
-          ddk::ldmatrix_x4_trans(b, stage + swizzled(key, chunk));
-          const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-          ddk::mma_bf16_m16n8k16(o[2 * pair], pf[kstep], b0, o[2 * pair]);
-          ddk::mma_bf16_m16n8k16(o[2 * pair + 1], pf[kstep], b1, o[2 * pair + 1]);
+        for (int e = 0; e < 2; ++e) {
+          float x = v[e] * p.scale_log2;
+          const int key = tile * kBlockN + n * 8 + 2 * lc + e;
+          if (key >= g.keys) {
+            x = kNegInf;
+          } else if (key >= g.prefix && my_valid[h]) {
+            const int j = key - g.prefix;
+            const uint32_t word = ddk::ld_global(
+                p.mask_words + (static_cast<int64_t>(g.q_base + my_token[h]) * p.mask_words_per_row + j / 32));
+            if (!((word >> (j % 32)) & 1u)) x = kNegInf;
+          }
+          s[n][2 * h + e] = x;
+          tile_max[h] = x > tile_max[h] ? x : tile_max[h];
         }
-      ddk::sync_block();  // the stage and the reduce buffer are rewritten next iteration
+      }
+    float scale_old[2], use_max[2];
+    for (int h = 0; h < 2; ++h) {
+      tile_max[h] = fmaxf(tile_max[h], ddk::shfl_xor(tile_max[h], 1));
+      tile_max[h] = fmaxf(tile_max[h], ddk::shfl_xor(tile_max[h], 2));
+      const float new_max = fmaxf(row_max[h], tile_max[h]);
+      use_max[h] = new_max == kNegInf ? 0.f : new_max;  // nothing visible yet: avoid (-inf) - (-inf)
+      scale_old[h] = ddk::fast_exp2(row_max[h] - use_max[h]);
+      row_max[h] = new_max;
+      row_sum[h] *= scale_old[h];
     }
+    for (int n = 0; n < kOutTiles; ++n) {
+      o[n][0] *= scale_old[0];
+      o[n][1] *= scale_old[0];
+      o[n][2] *= scale_old[1];
+      o[n][3] *= scale_old[1];
+    }
+    // P rounded to bf16 before P.V, and the row sums taken of the rounded values.
+    uint32_t pf[2][4];
+    for (int n = 0; n < 4; ++n)
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t packed = ddk::pack_bf16x2(ddk::fast_exp2(s[n][2 * h] - use_max[h]),
+                                                 ddk::fast_exp2(s[n][2 * h + 1] - use_max[h]));
+        row_sum[h] += ddk::bf16_to_float(static_cast<uint16_t>(packed & 0xffffu)) +
+                      ddk::bf16_to_float(static_cast<uint16_t>(packed >> 16));
+        pf[n / 2][(n % 2) * 2 + h] = packed;  // C fragments of n-tiles 2j, 2j+1 -> A fragment of k-step j
+      }
+
+    for (int kstep = 0; kstep < 2; ++kstep)
+      for (int pair = 0; pair < kOutTiles / 2; ++pair) {
+        uint32_t b[4];
+        const int m = lane / 8;
+        const int key = kstep * 16 + (m % 2) * 8 + lane % 8;
+        const int chunk = (quarter * kColSlice + pair * 16) / 8 + m / 2;
+        ddk::ldmatrix_x4_trans(b, stage + swizzled(key, chunk));
+        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+        ddk::mma_bf16_m16n8k16(o[2 * pair], pf[kstep], b0, o[2 * pair]);
+        ddk::mma_bf16_m16n8k16(o[2 * pair + 1], pf[kstep], b1, o[2 * pair + 1]);
+      }
+    ddk::sync_block();  // the stage and the reduce buffer are rewritten next iteration (or next segment)
   }
 
   // Row sums were kept per lane; the 4 lanes of a quad hold the rest of each row.
@@ -237,49 +281,121 @@ DDK_GLOBAL void verify_attention_kernel(const VerifyParams p) {
   for (int h = 0; h < 2; ++h) {
     if (!my_valid[h]) continue;
     const float inv = row_sum[h] > 0.f ? 1.f / row_sum[h] : 0.f;  // a fully masked row gives 0, not NaN
-    // NaN (a poisoned key was read) must reach the combine and the output, never hide as an empty split.
+    // NaN (a poisoned key was read) must reach the combine and the output, never hide as an empty part.
     const bool seen = row_sum[h] > 0.f || row_sum[h] != row_sum[h];
     const float lse2 = seen ? row_max[h] + log2f(row_sum[h]) : kNegInf;
-    const int64_t grow = my_global_row[h];
-    if (p.num_splits == 1) {
+    if (slot < 0) {
+      const int64_t grow = my_global_row[h];
       uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + grow * kDimV + quarter * kColSlice);
       for (int n = 0; n < kOutTiles; ++n)
         ddk::st_global(dst + (n * 8 + 2 * lc) / 2, ddk::pack_bf16x2(o[n][2 * h] * inv, o[n][2 * h + 1] * inv));
       if (p.lse != nullptr && quarter == 0 && lc == 0) ddk::st_global(p.lse + grow, lse2 * kLn2);
     } else {
-      float* dst = p.ws_o + (static_cast<int64_t>(split) * p.total_rows + grow) * kDimV + quarter * kColSlice;
-      for (int n = 0; n < kOutTiles; ++n) {
-        ddk::st_global(dst + (n * 8 + 2 * lc), o[n][2 * h] * inv);
-        ddk::st_global(dst + (n * 8 + 2 * lc + 1), o[n][2 * h + 1] * inv);
-      }
-      if (quarter == 0 && lc == 0) ddk::st_global(p.ws_lse + (static_cast<int64_t>(split) * p.total_rows + grow), lse2);
+      const int64_t part = static_cast<int64_t>(slot) * kBlockM + group * 16 + lr + 8 * h;
+      Float2* dst = reinterpret_cast<Float2*>(p.ws_o + part * kDimV + quarter * kColSlice);
+      for (int n = 0; n < kOutTiles; ++n)
+        ddk::st_global(dst + (n * 8 + 2 * lc) / 2, Float2{o[n][2 * h] * inv, o[n][2 * h + 1] * inv});
+      if (quarter == 0 && lc == 0) ddk::st_global(p.ws_lse + part, lse2);
     }
   }
 }
 
-// Combine split partials: one CTA of 128 threads per (token, head) row, 4 columns per thread.
+DDK_GLOBAL void verify_attention_kernel(const VerifyParams p) {
+  char* smem = ddk::dynamic_smem();
+  const int cta = ddk::block_idx_x();
+  int request;
+  int64_t request_base, begin, end;  // units counted from request_base, the first unit of `request`
+  Request g;
+  if (p.whole_row_tiles > 0) {
+    request = cta / p.whole_row_tiles;
+    g = request_at(p, request);
+    const int row_tile = cta % p.whole_row_tiles;
+    if (row_tile >= g.row_tiles) return;  // a request with fewer rows than the longest leaves CTAs idle
+    request_base = 0;
+    begin = static_cast<int64_t>(row_tile) * g.tiles;
+    end = begin + g.tiles;
+  } else {
+    const int64_t units = total_units(p);
+    begin = range_start(cta, units, p.num_ctas);
+    end = range_start(cta + 1, units, p.num_ctas);
+    request = 0;
+    request_base = 0;
+    g = request_at(p, 0);
+    while (begin < end && request_base + static_cast<int64_t>(g.row_tiles) * g.tiles <= begin) {
+      request_base += static_cast<int64_t>(g.row_tiles) * g.tiles;
+      g = request_at(p, ++request);
+    }
+  }
+  for (int64_t u = begin; u < end;) {
+    if (u == request_base + static_cast<int64_t>(g.row_tiles) * g.tiles) {  // past this request's units
+      request_base = u;
+      g = request_at(p, ++request);
+      continue;
+    }
+    const int row_tile = static_cast<int>((u - request_base) / g.tiles);
+    const int64_t row_tile_base = request_base + static_cast<int64_t>(row_tile) * g.tiles;
+    const int tile_begin = static_cast<int>(u - row_tile_base);
+    const int64_t stop = end - row_tile_base;
+    const int tile_end = stop < g.tiles ? static_cast<int>(stop) : g.tiles;
+    const bool whole = tile_begin == 0 && tile_end == g.tiles;
+    // A part that starts the CTA's range is its slot 0; only its last segment can be another part (slot 1).
+    const int slot = whole ? -1 : 2 * cta + (u == begin ? 0 : 1);
+    run_segment(p, smem, g, row_tile, tile_begin, tile_end, slot);
+    u = row_tile_base + tile_end;
+  }
+}
+
+// Combine the parts of split row tiles: one CTA of 128 threads per (token, head) row, 4 columns per thread.
+// The parts are found from the same unit arithmetic as the verify kernel and merged in CTA order, so the
+// result does not depend on which CTA finished first.
 constexpr int kCombineThreads = 128;
 
-DDK_GLOBAL void combine_splits_kernel(const VerifyParams p) {
-  const int64_t row = ddk::block_idx_x();
-  if (row >= p.total_rows) return;
+DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
+  const int row = ddk::block_idx_x();
+  if (row >= p.total_rows || p.whole_row_tiles > 0) return;
+  const int token = row / p.heads, head = row % p.heads;
+  int64_t units = 0, unit0 = -1;
+  int tiles = 0, m = 0;
+  for (int r = 0; r < p.batch; ++r) {
+    const Request g = request_at(p, r);
+    if (unit0 < 0 && token < g.q_base + g.q_len) {
+      const int local = (token - g.q_base) * p.heads + head;
+      unit0 = units + static_cast<int64_t>(local / kBlockM) * g.tiles;
+      tiles = g.tiles;
+      m = local % kBlockM;
+    }
+    units += static_cast<int64_t>(g.row_tiles) * g.tiles;
+  }
+  if (unit0 < 0 || tiles == 0) return;
+  const int64_t first = cta_of_unit(unit0, units, p.num_ctas);
+  const int64_t last = cta_of_unit(unit0 + tiles - 1, units, p.num_ctas);
+  if (first == last) return;  // the row tile was one CTA's whole segment: the verify kernel wrote it
+
+  // The part in CTA `first` is its slot 1 unless the row tile starts that CTA's range; later CTAs hold it in
+  // slot 0 (their range starts inside the row tile).
+  const bool first_is_slot1 = range_start(first, units, p.num_ctas) != unit0;
   float best = kNegInf;
-  for (int s = 0; s < p.num_splits; ++s)
-    best = fmaxf(best, ddk::ld_global(p.ws_lse + (s * static_cast<int64_t>(p.total_rows) + row)));
+  for (int64_t c = first; c <= last; ++c) {
+    const int64_t part = (2 * c + (c == first && first_is_slot1 ? 1 : 0)) * kBlockM + m;
+    best = fmaxf(best, ddk::ld_global(p.ws_lse + part));
+  }
   const float base = best == kNegInf ? 0.f : best;
   float weight_sum = 0.f;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   const int col = ddk::thread_idx_x() * 4;
-  for (int s = 0; s < p.num_splits; ++s) {
-    const float lse = ddk::ld_global(p.ws_lse + (s * static_cast<int64_t>(p.total_rows) + row));
-    const float w = ddk::fast_exp2(lse - base);  // an empty split has lse -inf: weight 0
+  for (int64_t c = first; c <= last; ++c) {
+    const int64_t part = (2 * c + (c == first && first_is_slot1 ? 1 : 0)) * kBlockM + m;
+    const float w = ddk::fast_exp2(ddk::ld_global(p.ws_lse + part) - base);  // an empty part has lse -inf
     weight_sum += w;
     if (w == 0.f) continue;
-    const float* src = p.ws_o + (s * static_cast<int64_t>(p.total_rows) + row) * kDimV + col;
-    for (int k = 0; k < 4; ++k) acc[k] += w * ddk::ld_global(src + k);
+    const Float4 v = ddk::ld_global(reinterpret_cast<const Float4*>(p.ws_o + (part * kDimV + col)));
+    acc[0] += w * v.x;
+    acc[1] += w * v.y;
+    acc[2] += w * v.z;
+    acc[3] += w * v.w;
   }
   const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
-  uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + row * kDimV + col);
+  uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + static_cast<int64_t>(row) * kDimV + col);
   ddk::st_global(dst + 0, ddk::pack_bf16x2(acc[0] * inv, acc[1] * inv));
   ddk::st_global(dst + 1, ddk::pack_bf16x2(acc[2] * inv, acc[3] * inv));
   if (p.lse != nullptr && ddk::thread_idx_x() == 0)

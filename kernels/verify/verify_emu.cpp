@@ -12,7 +12,8 @@ namespace {
 ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, const int32_t* kv_slots,
                                      const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
                                      uint16_t* out, float* lse, float* ws_o, float* ws_lse, int total_rows, int heads,
-                                     int mask_words_per_row, int num_splits, float sm_scale) {
+                                     int mask_words_per_row, int batch, int num_ctas, int whole_row_tiles,
+                                     float sm_scale) {
   ddk_verify::VerifyParams p{};
   p.q = q;
   p.kv = kv;
@@ -27,26 +28,26 @@ ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, cons
   p.total_rows = total_rows;
   p.heads = heads;
   p.mask_words_per_row = mask_words_per_row;
-  p.num_splits = num_splits;
+  p.batch = batch;
+  p.num_ctas = num_ctas;
+  p.whole_row_tiles = whole_row_tiles;
   p.scale_log2 = static_cast<float>(static_cast<double>(sm_scale) * 1.4426950408889634);
   return p;
 }
 
-// The verify launch, then the combine launch when the keys are split.
+// The verify launch, then the combine launch unless every CTA is a whole row tile.
 // A CTA subset (options.cta_subset) applies to the verify launch only; the combine always runs whole.
-ddk::emu::Status launch_both(const ddk_verify::VerifyParams& p, int row_tiles, int batch,
-                             ddk::emu::LaunchOptions options) {
-  const ddk::emu::Dim3 grid(static_cast<unsigned>(p.num_splits), static_cast<unsigned>(row_tiles),
-                            static_cast<unsigned>(batch));
+ddk::emu::Status launch_both(const ddk_verify::VerifyParams& p, ddk::emu::LaunchOptions options) {
+  const ddk::emu::Dim3 grid(static_cast<unsigned>(p.num_ctas));
   options.kernel_name = "verify";
   ddk::emu::Status status = ddk::emu::launch_with(options, ddk_verify::verify_attention_kernel, grid,
                                                   ddk_verify::kThreads, ddk_verify::kSmemBytes, p);
   options.cta_subset = nullptr;
   options.cta_weights = nullptr;
   options.n_cta_subset = 0;
-  if (status.ok() && p.num_splits > 1) {
+  if (status.ok() && p.whole_row_tiles == 0 && p.num_ctas > 1) {
     options.kernel_name = "combine";
-    status = ddk::emu::launch_with(options, ddk_verify::combine_splits_kernel,
+    status = ddk::emu::launch_with(options, ddk_verify::combine_parts_kernel,
                                    ddk::emu::Dim3(static_cast<unsigned>(p.total_rows)), ddk_verify::kCombineThreads,
                                    0, p);
   }
@@ -64,14 +65,15 @@ char* copy_out(const std::string& s) {
 extern "C" int ddk_verify_emu(const uint16_t* q, const uint16_t* kv, const int32_t* kv_slots,
                               const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
                               uint16_t* out, float* lse, float* ws_o, float* ws_lse, int total_rows, int heads,
-                              int mask_words_per_row, int num_splits, int row_tiles, int batch, float sm_scale,
+                              int mask_words_per_row, int batch, int num_ctas, int whole_row_tiles, float sm_scale,
                               int workers, char* error, int error_len) {
   const ddk_verify::VerifyParams p = make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o,
-                                                 ws_lse, total_rows, heads, mask_words_per_row, num_splits, sm_scale);
+                                                 ws_lse, total_rows, heads, mask_words_per_row, batch, num_ctas,
+                                                 whole_row_tiles, sm_scale);
   if (total_rows == 0 || batch == 0) return 0;
   ddk::emu::LaunchOptions options;
   options.workers = workers;
-  return ddk::emu::copy_status(launch_both(p, row_tiles, batch, options), error, static_cast<std::size_t>(error_len));
+  return ddk::emu::copy_status(launch_both(p, options), error, static_cast<std::size_t>(error_len));
 }
 
 // The same launch with counters (flags bit 0), the sanitizer (bit 1) and CTAs grouped by work shape (bit 2).
@@ -83,14 +85,15 @@ extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, cons
                                      const int32_t* kv_offsets, const int32_t* q_offsets,
                                      const uint32_t* mask_words, uint16_t* out, float* lse, float* ws_o,
                                      float* ws_lse, int total_rows, int heads, int mask_words_per_row,
-                                     int num_splits, int row_tiles, int batch, float sm_scale, int workers,
+                                     int batch, int num_ctas, int whole_row_tiles, float sm_scale, int workers,
                                      int flags, int late_wait_phases, const int64_t* buffer_bytes,
                                      const uint64_t* subset, const uint64_t* weights, int64_t n_subset,
                                      char** counters_json, char** sanitizer_json, char* error, int error_len) {
   *counters_json = nullptr;
   *sanitizer_json = nullptr;
   const ddk_verify::VerifyParams p = make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o,
-                                                 ws_lse, total_rows, heads, mask_words_per_row, num_splits, sm_scale);
+                                                 ws_lse, total_rows, heads, mask_words_per_row, batch, num_ctas,
+                                                 whole_row_tiles, sm_scale);
   const void* bases[10] = {q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse};
   static const char* const names[10] = {"q",        "kv",  "kv_slots", "kv_offsets", "q_offsets",
                                         "mask_words", "out", "lse",      "ws_o",       "ws_lse"};
@@ -119,7 +122,7 @@ extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, cons
     options.n_cta_subset = static_cast<std::size_t>(n_subset);
   }
   ddk::emu::Status status;
-  if (total_rows != 0 && batch != 0) status = launch_both(p, row_tiles, batch, options);
+  if (total_rows != 0 && batch != 0) status = launch_both(p, options);
   if (status.ok()) {
     if (options.count) *counters_json = copy_out(report.counters_json());
     if (options.sanitize) *sanitizer_json = copy_out(report.sanitizer_json());

@@ -4,31 +4,81 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
 
+#include <cstdint>
+#include <mutex>
+#include <set>
+
 #include "verify_attn.cuh"
 
 namespace {
 
-void check(const at::Tensor& t, const char* name, at::ScalarType dtype) {
+void check(const at::Tensor& t, const char* name, at::ScalarType dtype, const at::Device& device) {
   TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor");
+  TORCH_CHECK(t.device() == device, name, " is on ", t.device(), ", q on ", device);
   TORCH_CHECK(t.scalar_type() == dtype, name, " has dtype ", t.scalar_type(), ", expected ", dtype);
   TORCH_CHECK(t.is_contiguous(), name, " must be contiguous");
+}
+
+void check_aligned(const at::Tensor& t, const char* name, uintptr_t bytes) {
+  TORCH_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % bytes == 0, name, " must be ", bytes,
+              "-byte aligned (cp.async and vector accesses), its data starts at ", t.data_ptr());
+}
+
+// The 94 KB dynamic shared-memory opt-in is a per-device attribute: set it once on every device it runs on.
+void allow_shared_memory(int device) {
+  static std::mutex lock;
+  static std::set<int> configured;
+  const std::lock_guard<std::mutex> guard(lock);
+  if (configured.count(device) != 0) return;
+  C10_CUDA_CHECK(cudaFuncSetAttribute(ddk_verify::verify_attention_kernel,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, ddk_verify::kSmemBytes));
+  configured.insert(device);
 }
 
 void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slots, const at::Tensor& kv_offsets,
             const at::Tensor& q_offsets, const at::Tensor& mask_words, at::Tensor& out,
             const c10::optional<at::Tensor>& lse, at::Tensor& ws_o, at::Tensor& ws_lse, double sm_scale,
-            int64_t num_splits, int64_t row_tiles) {
-  check(q, "q", at::kBFloat16);
-  check(kv, "kv", at::kBFloat16);
-  check(kv_slots, "kv_slots", at::kInt);
-  check(kv_offsets, "kv_offsets", at::kInt);
-  check(q_offsets, "q_offsets", at::kInt);
-  check(mask_words, "mask_words", at::kInt);
-  check(out, "out", at::kBFloat16);
+            int64_t num_ctas, int64_t whole_row_tiles) {
+  TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
+  const at::Device device = q.device();
+  check(q, "q", at::kBFloat16, device);
+  check(kv, "kv", at::kBFloat16, device);
+  check(kv_slots, "kv_slots", at::kInt, device);
+  check(kv_offsets, "kv_offsets", at::kInt, device);
+  check(q_offsets, "q_offsets", at::kInt, device);
+  check(mask_words, "mask_words", at::kInt, device);
+  check(out, "out", at::kBFloat16, device);
   TORCH_CHECK(q.dim() == 3 && q.size(2) == ddk_verify::kDimQK, "q must be (T, H, 576)");
   TORCH_CHECK(kv.dim() == 2 && kv.size(1) == ddk_verify::kDimQK, "kv must be (pool, 576)");
-  TORCH_CHECK(num_splits >= 1 && row_tiles >= 1, "bad launch geometry");
-  const at::cuda::CUDAGuard guard(q.device());
+  TORCH_CHECK(out.dim() == 3 && out.size(0) == q.size(0) && out.size(1) == q.size(1) &&
+                  out.size(2) == ddk_verify::kDimV,
+              "out must be (T, H, 512) like q");
+  TORCH_CHECK(kv_offsets.dim() == 1 && q_offsets.dim() == 1 && kv_offsets.size(0) == q_offsets.size(0) &&
+                  q_offsets.size(0) >= 1,
+              "kv_offsets and q_offsets must both be (bs + 1)");
+  TORCH_CHECK(mask_words.dim() == 2 && mask_words.size(0) == q.size(0), "mask_words must be (T, words)");
+  TORCH_CHECK(num_ctas >= 1 && num_ctas <= INT32_MAX && whole_row_tiles >= 0, "bad launch geometry");
+  check_aligned(q, "q", 16);
+  check_aligned(kv, "kv", 16);
+  check_aligned(out, "out", 4);
+  if (lse.has_value()) {
+    check(*lse, "lse", at::kFloat, device);
+    TORCH_CHECK(lse->numel() == q.size(0) * q.size(1), "lse must hold T * H values");
+  }
+  const int batch = static_cast<int>(q_offsets.size(0) - 1);
+  const bool combines = whole_row_tiles == 0 && num_ctas > 1;
+  if (whole_row_tiles > 0)
+    TORCH_CHECK(num_ctas == batch * whole_row_tiles, "whole row tiles: num_ctas must be bs * row tiles");
+  if (combines) {
+    check(ws_o, "ws_o", at::kFloat, device);
+    check(ws_lse, "ws_lse", at::kFloat, device);
+    check_aligned(ws_o, "ws_o", 16);
+    TORCH_CHECK(ws_o.numel() >= 2 * num_ctas * ddk_verify::kBlockM * ddk_verify::kDimV,
+                "ws_o holds ", ws_o.numel(), " floats, the launch needs 2 * num_ctas * 32 * 512");
+    TORCH_CHECK(ws_lse.numel() >= 2 * num_ctas * ddk_verify::kBlockM, "ws_lse holds ", ws_lse.numel(),
+                " floats, the launch needs 2 * num_ctas * 32");
+  }
+  const at::cuda::CUDAGuard guard(device);
 
   ddk_verify::VerifyParams p{};
   p.q = reinterpret_cast<const uint16_t*>(q.data_ptr());
@@ -39,28 +89,24 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
   p.mask_words = reinterpret_cast<const uint32_t*>(mask_words.data_ptr<int32_t>());
   p.out = reinterpret_cast<uint16_t*>(out.data_ptr());
   p.lse = lse.has_value() ? lse->data_ptr<float>() : nullptr;
-  p.ws_o = num_splits > 1 ? ws_o.data_ptr<float>() : nullptr;
-  p.ws_lse = num_splits > 1 ? ws_lse.data_ptr<float>() : nullptr;
+  p.ws_o = combines ? ws_o.data_ptr<float>() : nullptr;
+  p.ws_lse = combines ? ws_lse.data_ptr<float>() : nullptr;
   p.total_rows = static_cast<int>(q.size(0) * q.size(1));
   p.heads = static_cast<int>(q.size(1));
   p.mask_words_per_row = static_cast<int>(mask_words.size(1));
-  p.num_splits = static_cast<int>(num_splits);
+  p.batch = batch;
+  p.num_ctas = static_cast<int>(num_ctas);
+  p.whole_row_tiles = static_cast<int>(whole_row_tiles);
   p.scale_log2 = static_cast<float>(sm_scale * 1.4426950408889634);
 
-  static bool configured = false;
-  if (!configured) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(ddk_verify::verify_attention_kernel,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, ddk_verify::kSmemBytes));
-    configured = true;
-  }
-  const int batch = static_cast<int>(q_offsets.size(0) - 1);
+  allow_shared_memory(device.index());
   if (p.total_rows == 0 || batch == 0) return;
   auto stream = at::cuda::getCurrentCUDAStream();
-  const dim3 grid(static_cast<unsigned>(num_splits), static_cast<unsigned>(row_tiles), static_cast<unsigned>(batch));
-  ddk_verify::verify_attention_kernel<<<grid, ddk_verify::kThreads, ddk_verify::kSmemBytes, stream>>>(p);
+  ddk_verify::verify_attention_kernel<<<static_cast<unsigned>(num_ctas), ddk_verify::kThreads,
+                                        ddk_verify::kSmemBytes, stream>>>(p);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  if (num_splits > 1) {
-    ddk_verify::combine_splits_kernel<<<p.total_rows, ddk_verify::kCombineThreads, 0, stream>>>(p);
+  if (combines) {
+    ddk_verify::combine_parts_kernel<<<p.total_rows, ddk_verify::kCombineThreads, 0, stream>>>(p);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }

@@ -1,0 +1,74 @@
+"""The distinct 32-byte sectors the verify kernel touches, from the launch's own buffers and plan (pure).
+
+A sampled traced launch (one CTA per work shape) cannot count the launch-wide unique sectors, which are what
+DRAM sees; they follow from the addresses alone: every (token, head) row of Q, every pool row a key slot
+names, the slot list, the offsets, the mask words of draft columns, the output rows of row tiles a CTA covers
+whole (and their LSE), and the fp32 parts of the others. Mirrors kernels/verify/verify_attn.cuh; a test
+checks it against fully emulated launches, sector for sector.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ddbench.kernel.launch import PreparedLaunch
+from ddbench.kernel.plan import BLOCK_M
+from ddbench.kernel.work_split import cta_segments, request_extents
+from ddbench.mla import HEAD_DIM_V, KV_ROW_BYTES
+
+SECTOR = 32
+FP32 = 4
+
+
+def _sectors(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Every sector id of the byte ranges [start, start + length) (int64 tensors of absolute addresses)."""
+    keep = lengths > 0
+    starts, lengths = starts[keep], lengths[keep]
+    if starts.numel() == 0:
+        return torch.empty(0, dtype=torch.int64)
+    first = starts // SECTOR
+    count = (starts + lengths - 1) // SECTOR - first + 1
+    offsets = torch.repeat_interleave(count.cumsum(0) - count, count)
+    return torch.repeat_interleave(first, count) + torch.arange(int(count.sum())) - offsets
+
+
+def verify_unique_sectors(launch: PreparedLaunch, lse: torch.Tensor | None = None) -> int:
+    """Distinct sectors the verify kernel (not the combine) reads or writes in this launch."""
+    k, plan = launch.kernel, launch.plan
+    kv_offsets, q_offsets = k.kv_offsets.tolist(), k.q_offsets.tolist()
+    requests = request_extents(k.heads, kv_offsets, q_offsets)
+    pieces: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def whole(t: torch.Tensor) -> None:
+        pieces.append((torch.tensor([t.data_ptr()]), torch.tensor([t.numel() * t.element_size()])))
+
+    whole(k.q)
+    whole(k.kv_slots)
+    whole(k.kv_offsets)
+    whole(k.q_offsets)
+    slots = torch.unique(k.kv_slots.long())
+    pieces.append((k.kv.data_ptr() + slots * KV_ROW_BYTES, torch.full_like(slots, KV_ROW_BYTES)))
+    words = k.mask_words.shape[1]
+    for r, g in enumerate(requests):  # the words of draft columns < q_len of every draft row
+        rows = torch.arange(q_offsets[r], q_offsets[r + 1], dtype=torch.int64)
+        used = -(-g.q_len // 32) if g.keys > g.prefix else 0
+        pieces.append((k.mask_words.data_ptr() + rows * words * FP32, torch.full_like(rows, used * FP32)))
+    out_row = HEAD_DIM_V * launch.out.element_size()
+    for segments in cta_segments(plan, requests):
+        for s in segments:
+            g = requests[s.request]
+            valid = min(BLOCK_M, g.rows - s.row_tile * BLOCK_M)
+            local = torch.arange(s.row_tile * BLOCK_M, s.row_tile * BLOCK_M + valid, dtype=torch.int64)
+            if s.slot < 0:
+                rows = q_offsets[s.request] * k.heads + local
+                pieces.append((launch.out.data_ptr() + rows * out_row, torch.full_like(rows, out_row)))
+                if lse is not None:
+                    pieces.append((lse.data_ptr() + rows * FP32, torch.full_like(rows, FP32)))
+            else:
+                assert launch.ws_o is not None and launch.ws_lse is not None
+                part = s.slot * BLOCK_M + torch.arange(valid, dtype=torch.int64)
+                pieces.append((launch.ws_o.data_ptr() + part * HEAD_DIM_V * FP32, torch.full_like(part, HEAD_DIM_V * FP32)))
+                pieces.append((launch.ws_lse.data_ptr() + part * FP32, torch.full_like(part, FP32)))
+    starts = torch.cat([p[0] for p in pieces])
+    lengths = torch.cat([p[1] for p in pieces])
+    return int(torch.unique(_sectors(starts, lengths)).numel())

@@ -1,0 +1,89 @@
+"""Which keys of which row tile each verify CTA works on: the kernel's own walk over the work units, mirrored
+on the host (pure) for work shapes, the workspace and the tests. kernels/verify/verify_attn.cuh is the source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from ddbench.kernel.plan import BLOCK_M, BLOCK_N, LaunchPlan
+
+
+@dataclass(frozen=True)
+class Segment:
+    request: int
+    row_tile: int
+    tile_begin: int  # key tiles [tile_begin, tile_end) of the request
+    tile_end: int
+    slot: int  # workspace part it writes, or -1: the row tile whole, written to the output
+
+
+@dataclass(frozen=True)
+class RequestExtent:
+    keys: int
+    q_len: int
+    heads: int
+
+    @property
+    def prefix(self) -> int:
+        return self.keys - self.q_len
+
+    @property
+    def rows(self) -> int:
+        return self.q_len * self.heads
+
+    @property
+    def tiles(self) -> int:
+        return -(-self.keys // BLOCK_N)
+
+    @property
+    def row_tiles(self) -> int:
+        return -(-self.rows // BLOCK_M)
+
+    @property
+    def units(self) -> int:
+        return self.row_tiles * self.tiles
+
+
+def request_extents(heads: int, kv_offsets: list[int], q_offsets: list[int]) -> list[RequestExtent]:
+    return [
+        RequestExtent(kv_offsets[r + 1] - kv_offsets[r], q_offsets[r + 1] - q_offsets[r], heads)
+        for r in range(len(q_offsets) - 1)
+    ]
+
+
+def range_start(cta: int, units: int, ctas: int) -> int:
+    return cta * units // ctas
+
+
+def cta_segments(plan: LaunchPlan, requests: list[RequestExtent]) -> Iterator[list[Segment]]:
+    """The segments of every verify CTA, in CTA order."""
+    if plan.whole_row_tiles:
+        for cta in range(plan.ctas):
+            request, row_tile = divmod(cta, plan.whole_row_tiles)
+            g = requests[request]
+            yield [Segment(request, row_tile, 0, g.tiles, -1)] if row_tile < g.row_tiles else []
+        return
+    units = sum(g.units for g in requests)
+    starts = [0]
+    for g in requests:
+        starts.append(starts[-1] + g.units)
+    request = 0
+    for cta in range(plan.ctas):
+        begin, end = range_start(cta, units, plan.ctas), range_start(cta + 1, units, plan.ctas)
+        segments = []
+        u = begin
+        while u < end:
+            while starts[request + 1] <= u:
+                request += 1
+            g = requests[request]
+            row_tile = (u - starts[request]) // g.tiles
+            row_tile_base = starts[request] + row_tile * g.tiles
+            tile_begin, tile_end = u - row_tile_base, min(g.tiles, end - row_tile_base)
+            whole = tile_begin == 0 and tile_end == g.tiles
+            segments.append(
+                Segment(request, row_tile, tile_begin, tile_end, -1 if whole else 2 * cta + (u != begin))
+            )
+            u = row_tile_base + tile_end
+        yield segments
