@@ -23,6 +23,8 @@ from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.errors import InputError
 from ddbench.inputs import generate_inputs
 from ddbench.kernel.counters import load_counters, parse_counters
+from ddbench.kernel.footprint import verify_unique_sectors
+from ddbench.kernel.work_split import cta_segments, request_extents
 from ddbench.suite import parse_suite
 
 WIDTH_KEY = {1: "8", 2: "16", 4: "32", 8: "64", 16: "128"}
@@ -250,28 +252,18 @@ def small_case(**fields):
 
 
 def tiling(backend: CudaEmuBackend, x):
-    """Per active CTA (split, row tile, request): its tiles and valid rows, from the plan alone."""
+    """Per segment of every CTA: its tiles, valid keys and valid rows, from the plan alone."""
     launch = backend.marshaled_launch(x)
-    k, plan = launch.kernel, launch.plan
-    kv_off, q_off = k.kv_offsets.tolist(), k.q_offsets.tolist()
-    ctas = []
-    for request in range(k.batch_size):
-        keys, q_len = kv_off[request + 1] - kv_off[request], q_off[request + 1] - q_off[request]
-        rows = q_len * k.heads
-        tiles = -(-keys // BLOCK_N)
-        per_split = -(-tiles // plan.num_splits)
-        for row_tile in range(plan.row_tiles):
-            if row_tile * BLOCK_M >= rows:
-                continue
-            for split in range(plan.num_splits):
-                begin, end = split * per_split, min(tiles, (split + 1) * per_split)
-                n_tiles = max(0, end - begin)
-                valid_keys = sum(
-                    1 for t in range(begin, end) for j in range(BLOCK_N) if t * BLOCK_N + j < keys
-                )
-                valid_rows = min(BLOCK_M, rows - row_tile * BLOCK_M)
-                ctas.append((n_tiles, valid_keys, valid_rows))
-    return launch, ctas
+    k = launch.kernel
+    requests = request_extents(k.heads, k.kv_offsets.tolist(), k.q_offsets.tolist())
+    segments = []
+    for cta in cta_segments(launch.plan, requests):
+        for s in cta:
+            g = requests[s.request]
+            valid_keys = min(g.keys, s.tile_end * BLOCK_N) - s.tile_begin * BLOCK_N
+            valid_rows = min(BLOCK_M, g.rows - s.row_tile * BLOCK_M)
+            segments.append((s.tile_end - s.tile_begin, valid_keys, valid_rows))
+    return launch, segments
 
 
 @pytest.fixture(scope="module")
@@ -283,7 +275,7 @@ def emu():
     "fields",
     [
         {},  # q9, one tile, no split
-        {"prefix": 700, "tree": {"kind": "ddtree", "budget": 16}},  # split keys, a combine
+        {"prefix": 700, "tree": {"kind": "ddtree", "budget": 16}},  # split row tiles, a combine
         {"batch_size": 3, "prefix": [0, 65, 300], "tree": {"kind": "chain", "length": 5}},  # ragged
     ],
 )
@@ -293,34 +285,39 @@ def test_verify_kernel_counters_match_its_tiling(emu, fields):
     x.fresh_output()
     traced = emu.run_traced(x, counters=True)
     assert torch.equal(plain.view(torch.int16), traced.out.view(torch.int16))  # counting changes nothing
-    launch, ctas = tiling(emu, x)
+    launch, segments = tiling(emu, x)
     verify = traced.counters.kernel("verify")
     assert (
         verify.grid == launch.plan.grid
         and verify.threads_per_cta == 256
-        and verify.dynamic_smem_bytes == 90112
+        and verify.dynamic_smem_bytes == 94208
     )
     t = verify.totals
     # S = Q K^T: per warp 16 rows x 32 keys x 144 dims; O += P V: 16 rows x 128 columns x 32 keys.
     mma_per_tile = WARPS * (16 * BLOCK_N * (DIM_QK // 4) + 16 * (DIM_V // 4) * BLOCK_N) // MMA_FLOPS_SHAPE
-    assert t.mma == mma_per_tile * sum(n for n, _, _ in ctas)
-    working = [c for c in ctas if c[0] > 0]
-    assert t.barriers == sum(2 + 3 * n for n, _, _ in working)
-    assert t.global_.cp_async_bytes == sum(2 * DIM_QK * (rows + keys) for _, keys, rows in working)
+    assert t.mma == mma_per_tile * sum(n for n, _, _ in segments)
+    assert all(n > 0 for n, _, _ in segments)  # no CTA range holds an empty segment
+    assert t.barriers == sum(2 + 3 * n for n, _, _ in segments)
+    assert t.global_.cp_async_bytes == sum(2 * DIM_QK * (rows + keys) for _, keys, rows in segments)
     # Every key of every request is read at least once: unique bytes >= the KV rows the case must read.
     kv_bytes = 2 * DIM_QK * int(torch.unique(launch.kernel.kv_slots).numel())
     assert 32 * t.global_.unique_sectors >= kv_bytes
-    # ldmatrix at the conflict-free minimum; the partial-S reduction's 32-bit accesses are 8-way conflicted:
-    # lanes (g, t) hit word 32g + 2t, so 8 rows share each of 4 banks.
-    reduce_offsets = [4 * (32 * (lane // 4) + 2 * (lane % 4)) for lane in range(32)]
-    assert expected_wavefronts(reduce_offsets, 4) == 8
+    # ldmatrix and the partial-S reduction at the conflict-free minimum: lanes (g, t) move 64 bits at word
+    # 40g + 2t, so each half-warp (4 rows) covers the 32 banks once: 2 wavefronts (the 32-float row stride
+    # it replaced made 8).
+    reduce_offsets = [4 * (40 * (lane // 4) + 2 * (lane % 4)) for lane in range(32)]
+    assert expected_wavefronts(reduce_offsets, 8) == 2
+    assert expected_wavefronts([4 * (32 * (lane // 4) + 2 * (lane % 4)) for lane in range(32)], 8) == 8
     assert t.shared.wavefronts["ldmatrix_x4"] == 4 * t.shared.instructions["ldmatrix_x4"]
-    assert t.shared.wavefronts["st32"] == 8 * t.shared.instructions["st32"]
-    assert t.shared.wavefronts["ld32"] == 8 * t.shared.instructions["ld32"]
-    assert t.cp_async.waits == sum(1 + n for n, _, _ in working)
+    assert t.shared.instructions["st64"] == WARPS * 8 * sum(n for n, _, _ in segments)
+    assert t.shared.instructions["ld64"] == WARPS * 32 * sum(n for n, _, _ in segments)
+    assert t.shared.wavefronts["st64"] == 2 * t.shared.instructions["st64"]
+    assert t.shared.wavefronts["ld64"] == 2 * t.shared.instructions["ld64"]
+    assert t.shared.bank_conflicts == 0
+    assert t.cp_async.waits == sum(1 + n for n, _, _ in segments)
     assert len(verify.cta_shapes) == verify.ctas  # one entry per CTA unless grouped
     combine = traced.counters.kernel("combine")
-    assert (combine is not None) == (launch.plan.num_splits > 1)
+    assert (combine is not None) == launch.plan.combines
 
 
 def test_verify_counters_grouped_and_over_workers(emu):
@@ -331,6 +328,28 @@ def test_verify_counters_grouped_and_over_workers(emu):
     assert one.to_json() == two.to_json()
     verify = one.kernel("verify")
     assert sum(s.count for s in verify.cta_shapes) == verify.ctas > len(verify.cta_shapes)
+
+
+@pytest.mark.parametrize(
+    ("fields", "plan"),
+    [
+        ({"prefix": 700, "tree": {"kind": "ddtree", "budget": 16}}, {"ctas": 7}),
+        ({"prefix": 700, "tree": {"kind": "ddtree", "budget": 16}}, {"whole_row_tiles": True}),
+        (
+            {"batch_size": 4, "prefix": [0, 33, 400, 90], "tree": {"kind": "chain", "length": 40}},
+            {"ctas": 11},
+        ),
+        ({"batch_size": 2, "prefix": [5, 64], "tree": {"kind": "ddtree", "budget": 8}}, {}),
+    ],
+)
+def test_the_verify_footprint_from_addresses_is_the_counted_one(fields, plan):
+    """Sector for sector, with and without an LSE output, parts or whole row tiles, ragged batches."""
+    x = generate_inputs(small_case(**fields))
+    backend = CudaEmuBackend(workers=1, **plan)
+    for lse in (None, torch.empty(x.q_extend.shape[0], x.q_extend.shape[1])):
+        counted = backend.run_traced(x, lse, counters=True).counters.kernel("verify")
+        derived = verify_unique_sectors(backend.marshaled_launch(x), lse)
+        assert derived == counted.totals.global_.unique_sectors, (plan, lse is None)
 
 
 # -------------------------------------------------------------------------------- the typed reader --
@@ -368,7 +387,7 @@ EXACT_WHEN_SAMPLED = ("barriers", "mma", "ldmatrix", "shuffles")
 @pytest.mark.parametrize(
     "fields",
     [
-        {"prefix": 2000, "tree": {"kind": "ddtree", "budget": 8}},  # 64 splits, most of them alike
+        {"prefix": 2000, "tree": {"kind": "ddtree", "budget": 8}},  # 48 CTAs, most of them alike
         {"batch_size": 3, "prefix": [0, 130, 700], "tree": {"kind": "ddtree", "budget": 32}},  # ragged
         {"model": "deepseek-v3", "prefix": 300, "tree": {"kind": "chain", "length": 40}},  # partial row tiles
     ],
@@ -401,6 +420,8 @@ def test_one_cta_per_shape_keeps_the_exact_counts(emu, fields):
         )
         assert b.totals.cp_async.late_waits == a.totals.cp_async.late_waits
     verify_full, verify_sampled = full.kernel("verify"), sampled.counters.kernel("verify")
+    # What a sampled profile puts in place of the launch-wide unique sectors: derived from the addresses.
+    assert verify_unique_sectors(emu.marshaled_launch(x)) == verify_full.totals.global_.unique_sectors
     assert (
         verify_sampled.emulated_ctas < verify_sampled.ctas or verify_full.ctas == verify_sampled.emulated_ctas
     )

@@ -21,7 +21,7 @@ from ddbench.inputs import check_inputs, generate_inputs
 from ddbench.inputs.layout import VerifyInputs, poison_
 from ddbench.kernel.launch import prepare_launch
 from ddbench.kernel.marshal import MASK_WORD_BITS, KernelInputs, marshal
-from ddbench.kernel.plan import BLOCK_M, BLOCK_N, MAX_SPLITS, plan_launch
+from ddbench.kernel.plan import BLOCK_M, BLOCK_N, MIN_TILES_PER_CTA, plan_launch
 from ddbench.suite import Case, parse_suite
 
 # Generated batches: prefix 0 next to non-zero prefixes, q_len 1, q_len 33 and 65 (two and three 32-bit mask
@@ -386,52 +386,50 @@ def test_row_tiles_cover_every_token_head_row(heads, max_q_len, row_tiles):
     plan = plan_launch(1, heads, max_q_len, total_keys=100)
     assert plan.row_tiles == row_tiles
     assert (row_tiles - 1) * BLOCK_M < max_q_len * heads <= row_tiles * BLOCK_M
-    assert plan.grid[1] == row_tiles
 
 
 @pytest.mark.parametrize(
-    ("batch", "heads", "q_len", "prefix", "sm_count", "splits"),
+    ("batch", "heads", "q_len", "prefix", "sm_count", "ctas", "whole"),
     [
-        (1, 8, 9, 21, 188, 1),  # 30 keys: one tile, nothing to split
-        (1, 8, 9, 1999, 188, 63),  # 63 tiles, 3 row tiles: every tile its own split
-        (1, 8, 9, 4096, 188, 64),  # capped at MAX_SPLITS
-        (4, 8, 33, 1024, 188, 11),  # 36 CTAs per split: 11 give >= 376
-        (1, 16, 65, 4096, 188, 12),
-        (64, 8, 9, 1000, 188, 2),
-        (200, 8, 9, 1000, 188, 1),  # enough CTAs without splitting
-        (1, 128, 1, 100, 188, 4),  # 4 tiles of keys
-        (1, 8, 9, 4096, 16, 11),  # a small GPU needs fewer splits
+        (1, 8, 9, 21, 188, 3, True),  # 30 keys: one tile per row tile, nothing to combine
+        (1, 8, 9, 1999, 188, 48, False),  # 63 tiles x 3 row tiles = 189 units, 4 per CTA
+        (1, 8, 9, 4096, 188, 97, False),  # 387 units
+        (4, 8, 33, 1024, 188, 188, False),  # 1197 units: one wave of the GPU
+        (1, 16, 65, 4096, 188, 188, False),
+        (64, 8, 9, 1000, 188, 188, False),  # 192 row tiles: balanced ranges beat 1.02 waves
+        (1, 128, 1, 100, 188, 4, True),  # 4 row tiles of 4 key tiles
+        (1, 8, 9, 4096, 16, 16, False),  # a small GPU
     ],
 )
-def test_split_heuristic_on_known_shapes(batch, heads, q_len, prefix, sm_count, splits):
+def test_plan_on_known_shapes(batch, heads, q_len, prefix, sm_count, ctas, whole):
     plan = plan_launch(batch, heads, q_len, batch * (prefix + q_len), sm_count)
-    assert plan.num_splits == splits
-    assert plan.grid == (splits, plan.row_tiles, batch)
-    assert plan.ctas == splits * plan.row_tiles * batch
+    assert (plan.ctas, plan.whole_row_tiles > 0) == (ctas, whole)
+    assert plan.grid == (ctas, 1, 1)
+    assert plan.combines == (not whole)
+    assert plan.workspace_parts == (0 if whole else 2 * ctas)
 
 
-def test_split_heuristic_bounds():
+def test_plan_bounds():
     sm_count = 188
     for batch, heads, q_len, prefix in itertools.product(
         (1, 2, 3, 4, 7, 16, 64, 256), (8, 16, 64, 128), (1, 9, 33, 65), (0, 1, 31, 33, 700, 4096, 131072)
     ):
         keys = batch * (prefix + q_len)
         plan = plan_launch(batch, heads, q_len, keys, sm_count)
-        s, base = plan.num_splits, batch * plan.row_tiles
-        mean_tiles = -(-keys // (batch * BLOCK_N))
+        row_tiles = batch * plan.row_tiles
+        units = plan.row_tiles * -(-keys // BLOCK_N)
         shape = (batch, heads, q_len, prefix)
-        assert 1 <= s <= MAX_SPLITS, shape
-        assert s <= max(1, mean_tiles), shape  # never below one tile of keys per split on average
-        if s < min(MAX_SPLITS, mean_tiles):
-            assert s * base >= 2 * sm_count, shape  # not capped: enough CTAs for two per SM
-        if s > 1:
-            assert (s - 1) * base < 2 * sm_count, shape  # and no more splits than that needs
+        if plan.whole_row_tiles:
+            assert plan.ctas == row_tiles and units <= MIN_TILES_PER_CTA * row_tiles, shape
+        else:
+            assert min(sm_count, row_tiles) <= plan.ctas <= sm_count, shape  # one wave, no fewer than needed
+            assert plan.ctas == sm_count or plan.ctas * MIN_TILES_PER_CTA >= units, shape
 
 
 @pytest.mark.parametrize("forced", [1, 2, 5, 13, 64])
-def test_forced_num_splits_is_used_as_given(forced):
-    plan = plan_launch(1, 8, 9, total_keys=30, num_splits=forced)  # one tile: the heuristic would say 1
-    assert plan.num_splits == forced and plan.grid == (forced, 3, 1)
+def test_forced_cta_count_is_used_as_given(forced):
+    plan = plan_launch(1, 8, 9, total_keys=30, ctas=forced)  # one tile: the plan would run 3 whole row tiles
+    assert plan.ctas == forced and plan.whole_row_tiles == 0 and plan.combines == (forced > 1)
 
 
 def test_plan_for_an_empty_batch():
@@ -439,16 +437,16 @@ def test_plan_for_an_empty_batch():
     assert plan.ctas == 0
 
 
-def test_prepare_launch_workspace_only_when_split():
+def test_prepare_launch_workspace_only_when_row_tiles_are_split():
     x = case_inputs("ddtree64-paged")
-    one = prepare_launch(x, num_splits=1)
+    one = prepare_launch(x, whole_row_tiles=True)
     assert one.ws_o is None and one.ws_lse is None
     assert one.out.data_ptr() == x.o_extend.data_ptr()
     assert one.total_rows == sum(x.q_lens) * x.num_heads
-    five = prepare_launch(x, num_splits=5)
-    assert five.plan.num_splits == 5
-    assert five.ws_o.shape == (5, five.total_rows, 512) and five.ws_o.dtype == torch.float32
-    assert five.ws_lse.shape == (5, five.total_rows) and five.ws_lse.dtype == torch.float32
+    five = prepare_launch(x, ctas=5)
+    assert five.plan.ctas == 5 and five.plan.combines
+    assert five.ws_o.shape == (10, BLOCK_M, 512) and five.ws_o.dtype == torch.float32
+    assert five.ws_lse.shape == (10, BLOCK_M) and five.ws_lse.dtype == torch.float32
     auto = prepare_launch(x)
     keys = sum(x.prefix_lens) + sum(x.q_lens)
     assert auto.plan == plan_launch(x.batch_size, x.num_heads, x.max_len_extend, keys)

@@ -23,7 +23,7 @@ from ddbench.suite.budget import Budget, budget_from_json
 from ddbench.suite.model_budget import ModelBudget
 
 SCHEMA = Path(__file__).resolve().parents[1] / "ddbench" / "suite" / "schema.json"
-REGS = {"verify_attention_kernel": 167, "combine_parts_kernel": 40}
+REGS = {"verify_attention_kernel": 170, "combine_parts_kernel": 40}
 
 
 def _suite(tmp_path: Path, model_budget, name: str = "mb") -> Path:

@@ -63,7 +63,7 @@ def test_a_big_case_is_counted_on_one_cta_per_shape_and_says_so(tmp_path, monkey
     out = tmp_path / "p.json"
     result = _run("--json", str(out))
     assert result.exit_code == 0, result.output
-    assert "DRAM bytes are an upper bound" in result.output
+    assert "unique DRAM bytes derived from its addresses" in result.output
     cases = json.loads(out.read_text())["cases"]
     assert cases and all(c["counters_source"] == "emulated, one CTA per work shape" for c in cases)
 

@@ -56,7 +56,9 @@ class CudaKernelBackend:
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         extension = self._load()
         sm_count = torch.cuda.get_device_properties(inputs.device).multi_processor_count
-        launch = prepare_launch(inputs, sm_count=sm_count, ctas=self.ctas, whole_row_tiles=self.whole_row_tiles)
+        launch = prepare_launch(
+            inputs, sm_count=sm_count, ctas=self.ctas, whole_row_tiles=self.whole_row_tiles
+        )
         k, out = launch.kernel, launch.out
         empty = torch.empty(0, dtype=torch.float32, device=inputs.device)
         arguments = (

@@ -67,7 +67,12 @@ def verify_unique_sectors(launch: PreparedLaunch, lse: torch.Tensor | None = Non
             else:
                 assert launch.ws_o is not None and launch.ws_lse is not None
                 part = s.slot * BLOCK_M + torch.arange(valid, dtype=torch.int64)
-                pieces.append((launch.ws_o.data_ptr() + part * HEAD_DIM_V * FP32, torch.full_like(part, HEAD_DIM_V * FP32)))
+                pieces.append(
+                    (
+                        launch.ws_o.data_ptr() + part * HEAD_DIM_V * FP32,
+                        torch.full_like(part, HEAD_DIM_V * FP32),
+                    )
+                )
                 pieces.append((launch.ws_lse.data_ptr() + part * FP32, torch.full_like(part, FP32)))
     starts = torch.cat([p[0] for p in pieces])
     lengths = torch.cat([p[1] for p in pieces])

@@ -45,7 +45,9 @@ def launch_for(
     whole_row_tiles: bool | None = None,
 ) -> PreparedLaunch:
     """The plan and workspace for already-marshaled inputs (the self-test's mutants marshal their own)."""
-    plan = plan_launch(k.batch_size, k.heads, k.max_q_len, k.kv_slots.numel(), sm_count, ctas, whole_row_tiles)
+    plan = plan_launch(
+        k.batch_size, k.heads, k.max_q_len, k.kv_slots.numel(), sm_count, ctas, whole_row_tiles
+    )
     ws_o = ws_lse = None
     if plan.combines:
         parts = plan.workspace_parts

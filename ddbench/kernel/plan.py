@@ -64,7 +64,7 @@ def plan_launch(
     forbids (False) one CTA per whole row tile.
     """
     row_tiles = -(-(max_q_len * heads) // BLOCK_M)
-    all_row_tiles = max(1, batch_size * row_tiles)
+    all_row_tiles = batch_size * row_tiles
     units = estimated_units(row_tiles, total_keys)
     if whole_row_tiles is None:
         whole_row_tiles = ctas is None and units <= all_row_tiles * MIN_TILES_PER_CTA
@@ -72,5 +72,7 @@ def plan_launch(
         return LaunchPlan(ctas=all_row_tiles, whole_row_tiles=max(1, row_tiles), row_tiles=row_tiles)
     if ctas is None:
         slots = max(1, sm_count * CTAS_PER_SM)
-        ctas = min(slots, max(all_row_tiles, -(-units // MIN_TILES_PER_CTA)))
-    return LaunchPlan(ctas=ctas, whole_row_tiles=0, row_tiles=row_tiles)  # a forced 0 is the launch's to refuse
+        ctas = min(slots, max(all_row_tiles, -(-units // MIN_TILES_PER_CTA)))  # 0 for an empty batch
+    return LaunchPlan(
+        ctas=ctas, whole_row_tiles=0, row_tiles=row_tiles
+    )  # a forced 0 is the launch's to refuse

@@ -2,7 +2,7 @@
 emulates (one CTA per shape, counted as many times as the shape has CTAs).
 
 Two CTAs have the same shape when the kernel does the same work in them, instruction for instruction: the
-same segments in order, each with the same number of valid rows in its row tile, the same output (the row
+same segments in order, each as many requests after the one before it, with the same number of valid rows in its row tile, the same output (the row
 tile whole to the output, or a part to the fp32 workspace) and, tile by tile, the same number of valid keys
 and the same first draft key inside the tile (the keys at or after the prefix read the tree mask).
 Everything the counters count then agrees (instructions, bytes requested, shared-memory wavefronts, barriers,
@@ -42,11 +42,14 @@ def verify_work_shapes(
     count: dict[tuple[object, ...], int] = {}
     for cta, segments in enumerate(cta_segments(plan, requests)):
         shape = []
+        previous = segments[0].request if segments else 0
         for s in segments:
             g = requests[s.request]
             valid_rows = min(BLOCK_M, g.rows - s.row_tile * BLOCK_M)
             tiles = tuple(_tile_shape(t, g.keys, g.prefix) for t in range(s.tile_begin, s.tile_end))
-            shape.append((valid_rows, s.slot < 0, tiles))
+            # requests crossed since the previous segment: each reads that request's offsets
+            shape.append((s.request - previous, valid_rows, s.slot < 0, tiles))
+            previous = s.request
         key = tuple(shape)
         if key not in first_of:
             first_of[key] = cta

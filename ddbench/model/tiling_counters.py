@@ -2,9 +2,9 @@
 fixtures and as a cross-check of the emulation's counts (pure).
 
 This is arithmetic on the source, not a count: it assumes what the source says (32 x 32 tiles, two cp.async
-stages, a 128-byte row stride in the partial-S buffer) and what ptxas is assumed to do (the two adjacent
-fp32 partial-S stores and reduce loads become 64-bit accesses: 4-way conflicts per half-warp, 8 wavefronts
-where 2 would do). `ddbench profile` never uses it in place of emulated counters.
+stages, balanced ranges of work units per CTA as `ddbench.kernel.work_split` walks them, a 40-float row
+stride in the partial-S buffer: 64-bit accesses at 2 wavefronts) and estimates the instructions.
+`ddbench profile` never uses it in place of emulated counters.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections import Counter
 from typing import Any
 
 from ddbench.kernel.plan import BLOCK_M, BLOCK_N, COMBINE_THREADS, SMEM_BYTES, THREADS, plan_launch
+from ddbench.kernel.work_split import cta_segments, request_extents
 from ddbench.mla import HEAD_DIM_V, KV_ROW_BYTES
 from ddbench.model.counters_input import SECTOR_BYTES
 from ddbench.model.floor import OUT_ROW_BYTES, Q_ROW_BYTES, CaseShape
@@ -26,8 +27,8 @@ LDMATRIX_S = WARPS * 9 * 2  # 144 ldmatrix.x4
 LDMATRIX_PV = WARPS * 2 * 8  # 128 ldmatrix.x4.trans
 PARTIAL_STORES = WARPS * 8  # st64: 4 n8 tiles x 2 row halves per warp
 REDUCE_LOADS = WARPS * 32  # ld64: 4 n8 tiles x 2 row halves x 4 quarters per warp
-CONFLICTED_64 = 8  # wavefronts per conflicted 64-bit access (2 when conflict-free)
-WS_ROW_BYTES = HEAD_DIM_V * 4  # fp32 partial output row
+REDUCE_64 = 2  # wavefronts per 64-bit partial-S access: conflict-free at the 40-float row stride
+WS_ROW_BYTES = HEAD_DIM_V * 4  # fp32 part row
 
 
 def _phase(
@@ -42,13 +43,15 @@ def _phase(
     }
 
 
-def _verify_phases(tiles: int, rows: int, splits: int) -> list[dict[str, int]]:
-    out_bytes = rows * (WS_ROW_BYTES + 4 if splits > 1 else OUT_ROW_BYTES)
-    if tiles == 0:
-        return [_phase(global_bytes=out_bytes, instructions=WARPS * 40)]
+def _segment_phases(tiles: int, rows: int, whole: bool) -> list[dict[str, int]]:
+    out_bytes = rows * (OUT_ROW_BYTES if whole else WS_ROW_BYTES + 4)
     phases = [
-        _phase(wavefronts=4 * CP_ASYNC_PER_TILE, global_bytes=BLOCK_M * Q_ROW_BYTES, instructions=WARPS * 40),
-        _phase(wavefronts=4 * 72 + 4 * CP_ASYNC_PER_TILE, global_bytes=TILE_BYTES, instructions=WARPS * 60),
+        _phase(
+            wavefronts=8 * CP_ASYNC_PER_TILE,
+            global_bytes=rows * Q_ROW_BYTES + TILE_BYTES,
+            instructions=WARPS * 60,
+        ),
+        _phase(wavefronts=4 * 72, instructions=WARPS * 40),
     ]
     for tile in range(tiles):
         prefetch = TILE_BYTES if tile + 1 < tiles else 0
@@ -59,29 +62,26 @@ def _verify_phases(tiles: int, rows: int, splits: int) -> list[dict[str, int]]:
                 instructions=WARPS * 30,
             ),
             _phase(
-                mma=MMA_S,
-                wavefronts=4 * LDMATRIX_S + CONFLICTED_64 * PARTIAL_STORES,
-                instructions=WARPS * 120,
+                mma=MMA_S, wavefronts=4 * LDMATRIX_S + REDUCE_64 * PARTIAL_STORES, instructions=WARPS * 120
             ),
             _phase(
                 mma=MMA_PV,
-                wavefronts=CONFLICTED_64 * REDUCE_LOADS + 4 * LDMATRIX_PV,
+                wavefronts=REDUCE_64 * REDUCE_LOADS + 4 * LDMATRIX_PV,
                 shuffles=WARPS * 4,
                 instructions=WARPS * 400,
             ),
         ]
-    phases.append(_phase(global_bytes=out_bytes, shuffles=WARPS * 4, instructions=WARPS * 80))
+    phases[-1]["global_bytes"] += out_bytes
     return phases
 
 
-def _shared_totals(ctas: list[tuple[int, int]]) -> dict[str, Any]:
-    """Instruction and wavefront totals over (count, tiles) pairs of CTAs."""
-    busy = [(n, t) for n, t in ctas if t > 0]
-    tiles = sum(n * t for n, t in busy)
-    loads = sum(n * (t + 1) for n, t in busy)  # Q and every tile through cp.async
+def _shared_totals(segments: list[tuple[int, int]]) -> dict[str, Any]:
+    """Instruction and wavefront totals over (count, tiles) pairs of segments."""
+    tiles = sum(n * t for n, t in segments)
+    loads = sum(n * (t + 1) for n, t in segments)  # Q and every tile through cp.async
     instructions = {
         "cp_async_16": CP_ASYNC_PER_TILE * loads,
-        "ldmatrix_x4": sum(n * 72 for n, _ in busy) + LDMATRIX_S * tiles,
+        "ldmatrix_x4": sum(n * 72 for n, _ in segments) + LDMATRIX_S * tiles,
         "ldmatrix_x4_trans": LDMATRIX_PV * tiles,
         "st64": PARTIAL_STORES * tiles,
         "ld64": REDUCE_LOADS * tiles,
@@ -90,38 +90,44 @@ def _shared_totals(ctas: list[tuple[int, int]]) -> dict[str, Any]:
         "cp_async_16": 4 * instructions["cp_async_16"],
         "ldmatrix_x4": 4 * instructions["ldmatrix_x4"],
         "ldmatrix_x4_trans": 4 * instructions["ldmatrix_x4_trans"],
-        "st64": CONFLICTED_64 * instructions["st64"],
-        "ld64": CONFLICTED_64 * instructions["ld64"],
+        "st64": REDUCE_64 * instructions["st64"],
+        "ld64": REDUCE_64 * instructions["ld64"],
     }
-    conflicts = (CONFLICTED_64 - 2) * (instructions["st64"] + instructions["ld64"])
-    return {"instructions": instructions, "wavefronts": wavefronts, "bank_conflicts": conflicts}
+    return {"instructions": instructions, "wavefronts": wavefronts, "bank_conflicts": 0}
 
 
 def tiling_counters(shape: CaseShape, sm_count: int = 188) -> dict[str, Any]:
-    """The counters document of one call (verify kernel, then the combine when split), derived by hand."""
+    """The counters document of one call (verify kernel, then the combine of split row tiles), by hand."""
     keys = [p + shape.q_len for p in shape.prefix_lens]
     plan = plan_launch(shape.batch_size, shape.heads, shape.q_len, sum(keys), sm_count=sm_count)
-    rows = shape.q_len * shape.heads
-    per_cta = Counter()
+    kv_offsets = [0]
     for k in keys:
-        tiles = -(-k // BLOCK_N)
-        per_split = -(-tiles // plan.num_splits)
-        for s in range(plan.num_splits):
-            mine = max(0, min(per_split, tiles - s * per_split))
-            for rt in range(plan.row_tiles):
-                per_cta[(mine, min(BLOCK_M, rows - rt * BLOCK_M))] += 1
-    shapes, sectors, pairs = [], 0, []
-    for (tiles, cta_rows), count in sorted(per_cta.items(), reverse=True):
-        phases = _verify_phases(tiles, cta_rows, plan.num_splits)
+        kv_offsets.append(kv_offsets[-1] + k)
+    q_offsets = [r * shape.q_len for r in range(shape.batch_size + 1)]
+    requests = request_extents(shape.heads, kv_offsets, q_offsets)
+    per_cta: Counter[tuple[tuple[int, int, bool], ...]] = Counter()
+    for segments in cta_segments(plan, requests):
+        per_cta[
+            tuple(
+                (
+                    s.tile_end - s.tile_begin,
+                    min(BLOCK_M, requests[s.request].rows - s.row_tile * BLOCK_M),
+                    s.slot < 0,
+                )
+                for s in segments
+            )
+        ] += 1
+    shapes, sectors, pairs, parts = [], 0, [], 0
+    for cta, count in sorted(per_cta.items(), reverse=True):
+        phases = [ph for tiles, rows, whole in cta for ph in _segment_phases(tiles, rows, whole)]
         moved = sum(p["global_bytes"] for p in phases)
         shapes.append({"count": count, "example_cta": [0, 0, 0], "phases": phases, "global_bytes": moved})
         sectors += count * moved // SECTOR_BYTES
-        pairs.append((count, tiles))
-    ws = shape.batch_size * rows * (WS_ROW_BYTES + 4) * plan.num_splits if plan.num_splits > 1 else 0
-    q_reads = plan.num_splits * shape.batch_size * rows * Q_ROW_BYTES  # every split re-reads its Q rows
-    unique = shape.kv_bytes + shape.q_and_out_bytes + ws if plan.num_splits > 1 else shape.compulsory_bytes
-    if plan.num_splits > 1:
-        unique -= shape.batch_size * rows * OUT_ROW_BYTES  # the combine writes the output
+        pairs += [(count, tiles) for tiles, _, _ in cta]
+        parts += count * sum(rows for _, rows, whole in cta if not whole)
+    ws = parts * (WS_ROW_BYTES + 4)
+    unique = shape.kv_bytes + shape.q_and_out_bytes + ws
+    combine_rows = shape.batch_size * shape.q_len * shape.heads if plan.combines else 0
     verify = {
         "name": "verify_attention_kernel",
         "grid": list(plan.grid),
@@ -130,43 +136,40 @@ def tiling_counters(shape: CaseShape, sm_count: int = 188) -> dict[str, Any]:
         "dynamic_smem_bytes": SMEM_BYTES,
         "derived": "by hand from the kernel's tiling (not emulated)",
         "totals": {
-            "barriers": sum(n * (3 * t + 2 if t else 0) for n, t in pairs),
+            "barriers": sum(n * (3 * t + 2) for n, t in pairs),
             "mma": sum(n * t * (MMA_S + MMA_PV) for n, t in pairs),
-            "global": {
-                "sectors": max(sectors, q_reads // SECTOR_BYTES),
-                "unique_sectors": unique // SECTOR_BYTES,
-            },
+            "global": {"sectors": sectors, "unique_sectors": min(sectors, unique // SECTOR_BYTES)},
             "shared": _shared_totals(pairs),
             "cp_async": {"waits": 0, "bytes_in_flight_at_wait": [TILE_BYTES], "late_waits": 0},
         },
         "cta_shapes": shapes,
     }
     kernels = [verify]
-    if plan.num_splits > 1:
-        total_rows = shape.batch_size * rows
-        read = plan.num_splits * (WS_ROW_BYTES + 4)
+    if plan.combines:
+        read = ws // max(1, combine_rows) + 1  # the parts of a row's tile, on average
+        moved = read + OUT_ROW_BYTES
         kernels.append(
             {
                 "name": "combine_parts_kernel",
-                "grid": [total_rows, 1, 1],
+                "grid": [combine_rows, 1, 1],
                 "threads_per_cta": COMBINE_THREADS,
-                "ctas": total_rows,
+                "ctas": combine_rows,
                 "dynamic_smem_bytes": 0,
                 "derived": "by hand from the kernel's tiling (not emulated)",
                 "totals": {
                     "global": {
-                        "sectors": total_rows * (read + OUT_ROW_BYTES) // SECTOR_BYTES,
-                        "unique_sectors": total_rows * (read + OUT_ROW_BYTES) // SECTOR_BYTES,
+                        "sectors": combine_rows * moved // SECTOR_BYTES,
+                        "unique_sectors": combine_rows * moved // SECTOR_BYTES,
                     },
                     "shared": {"instructions": {}, "wavefronts": {}, "bank_conflicts": 0},
                 },
                 "cta_shapes": [
                     {
-                        "count": total_rows,
+                        "count": combine_rows,
                         "example_cta": [0, 0, 0],
-                        "global_bytes": read + OUT_ROW_BYTES,
+                        "global_bytes": moved,
                         "phases": [
-                            _phase(global_bytes=read + OUT_ROW_BYTES, instructions=4 * plan.num_splits * 12)
+                            _phase(global_bytes=moved, instructions=4 * (read // WS_ROW_BYTES + 1) * 12)
                         ],
                     }
                 ],

@@ -71,7 +71,9 @@ def model_cases(
         if "sanitizer" in counters:
             out.sanitized[case.id] = counters["sanitizer"]
         if counters.get("dram_bytes"):
-            out.notes.append(f"{case.id}: counted on one CTA per work shape; unique DRAM bytes derived from its addresses")
+            out.notes.append(
+                f"{case.id}: counted on one CTA per work shape; unique DRAM bytes derived from its addresses"
+            )
     out.registers_known = registers is not None
     return out
 

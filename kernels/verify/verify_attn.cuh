@@ -318,13 +318,19 @@ DDK_GLOBAL void verify_attention_kernel(const VerifyParams p) {
     const int64_t units = total_units(p);
     begin = range_start(cta, units, p.num_ctas);
     end = range_start(cta + 1, units, p.num_ctas);
+    // The request holding `begin`, by a pass over every request: the same loads in every CTA.
     request = 0;
     request_base = 0;
-    g = request_at(p, 0);
-    while (begin < end && request_base + static_cast<int64_t>(g.row_tiles) * g.tiles <= begin) {
-      request_base += static_cast<int64_t>(g.row_tiles) * g.tiles;
-      g = request_at(p, ++request);
+    int64_t before = 0;
+    for (int r = 0; r < p.batch; ++r) {
+      const Request h = request_at(p, r);
+      before += static_cast<int64_t>(h.row_tiles) * h.tiles;
+      if (before <= begin && r + 1 < p.batch) {
+        request = r + 1;
+        request_base = before;
+      }
     }
+    g = request_at(p, request);
   }
   for (int64_t u = begin; u < end;) {
     if (u == request_base + static_cast<int64_t>(g.row_tiles) * g.tiles) {  // past this request's units
