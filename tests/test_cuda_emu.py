@@ -204,7 +204,7 @@ def long_prefix():
 
 
 def emu_with(splits: int | None, **kw) -> CudaEmuBackend:
-    """splits 1: one CTA per whole row tile (no combine); N > 1: N CTAs share the work units; None: the plan."""
+    """1: one CTA per whole row tile (no combine); N > 1: N CTAs share the work units; None: the plan's."""
     if splits == 1:
         return CudaEmuBackend(whole_row_tiles=True, **kw)
     return CudaEmuBackend(ctas=splits, **kw)

@@ -141,7 +141,7 @@ def _reference_working_bytes(case: Case, accumulate: int) -> int:
 
 
 def _custom_kernel_working_bytes(case: Case, footprint: InputFootprint) -> int:
-    """Marshaling (int64 slot arithmetic over every key, the mask's bit expansion) and the parts' workspace."""
+    """Marshaling (int64 slot arithmetic over every key, the mask's bit expansion) and the parts' buffer."""
     plan = plan_launch(case.batch_size, case.heads_per_rank, case.q_len, footprint.tokens)
     mask_bits = case.total_q * -(-case.q_len // MASK_WORD_BITS) * MASK_WORD_BITS
     workspace = plan.workspace_parts * BLOCK_M * (HEAD_DIM_V + 1) * FP32_BYTES

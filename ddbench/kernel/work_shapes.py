@@ -2,9 +2,10 @@
 emulates (one CTA per shape, counted as many times as the shape has CTAs).
 
 Two CTAs have the same shape when the kernel does the same work in them, instruction for instruction: the
-same segments in order, each as many requests after the one before it, with the same number of valid rows in its row tile, the same output (the row
-tile whole to the output, or a part to the fp32 workspace) and, tile by tile, the same number of valid keys
-and the same first draft key inside the tile (the keys at or after the prefix read the tree mask).
+same segments in order, each as many requests after the one before it, with the same number of valid rows
+in its row tile, the same output (the row tile whole to the output, or a part to the fp32 workspace) and,
+tile by tile, the same number of valid keys and the same first draft key inside the tile (the keys at or
+after the prefix read the tree mask).
 Everything the counters count then agrees (instructions, bytes requested, shared-memory wavefronts, barriers,
 phases, cp.async waits) except what depends on *which* global addresses are read: sectors per instruction
 may differ and the launch's unique sectors can only be bounded by the sampled CTAs. docs/emulation.md.
