@@ -127,6 +127,33 @@ DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, int key_base, int 
   }
 }
 
+// The two mask words a tile's draft keys can fall in, for each of the CTA's 32 rows, staged in the unused
+// last columns of the partial-S rows (quarter 0's): loaded before the wait for the tile's keys, so their
+// latency hides behind it, and read from shared memory when the scores are masked. The words of key tile
+// `tile` start at draft column (tile * 32 - prefix) / 32; 0 where nothing is read.
+DDK_HOST_DEVICE int mask_slot(int row, int word) {  // float index in the partial-S buffer
+  return ((row / 16) * 4 * 16 + row % 16) * kReduceStride + kBlockN + word;
+}
+
+DDK_DEVICE int first_mask_word(const Request& g, int tile) {
+  return tile * kBlockN > g.prefix ? (tile * kBlockN - g.prefix) / 32 : 0;
+}
+
+DDK_DEVICE uint32_t fetch_mask_word(const VerifyParams& p, const Request& g, int row0, int tile) {
+  const int t = ddk::thread_idx_x();
+  const int r = row0 + t / 2, word = first_mask_word(g, tile) + t % 2;
+  const int last_key = tile * kBlockN + kBlockN < g.keys ? tile * kBlockN + kBlockN - 1 : g.keys - 1;
+  const bool read = t < 2 * kBlockM && r < g.rows && last_key >= g.prefix && word <= (last_key - g.prefix) / 32;
+  return read ? ddk::ld_global(p.mask_words + (static_cast<int64_t>(g.q_base + r / p.heads) * p.mask_words_per_row +
+                                               word))
+              : 0u;
+}
+
+DDK_DEVICE void stage_mask_word(float* reduce, uint32_t word) {
+  const int t = ddk::thread_idx_x();
+  if (t < 2 * kBlockM) ddk::st_shared(reinterpret_cast<uint32_t*>(reduce) + mask_slot(t / 2, t % 2), word);
+}
+
 // Row tile `row_tile` of request g over key tiles [tile_begin, tile_end). slot < 0: the segment is the row tile
 // whole and writes the output; else it writes partial `slot` of the workspace for the combine.
 DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g, int row_tile, int tile_begin,
@@ -138,13 +165,12 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
   const int row0 = row_tile * kBlockM;
 
   // The two rows this lane owns in every C fragment, relative to the CTA and as (token, head).
-  int my_token[2], my_global_row[2];
+  int my_global_row[2];
   bool my_valid[2];
   for (int h = 0; h < 2; ++h) {
     const int r = row0 + group * 16 + lr + 8 * h;
     my_valid[h] = r < g.rows;
-    my_token[h] = my_valid[h] ? r / p.heads : 0;
-    my_global_row[h] = (g.q_base + my_token[h]) * p.heads + (my_valid[h] ? r % p.heads : 0);
+    my_global_row[h] = my_valid[h] ? (g.q_base + r / p.heads) * p.heads + r % p.heads : 0;
   }
 
   float o[kOutTiles][4];
@@ -165,6 +191,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
   ddk::cp_async_commit();
   load_tile(smem, p, g.key_base, g.keys, tile_begin * kBlockN);
   ddk::cp_async_commit();
+  uint32_t mask_word = fetch_mask_word(p, g, row0, tile_begin);
   ddk::cp_async_wait<1>();
   ddk::sync_block();
   uint32_t qf[kKSteps][4];
@@ -179,7 +206,9 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     char* stage = smem + (it % kStages) * kStageBytes;
     if (tile + 1 < tile_end) load_tile(smem + ((it + 1) % kStages) * kStageBytes, p, g.key_base, g.keys, (tile + 1) * kBlockN);
     ddk::cp_async_commit();
+    if (it > 0) mask_word = fetch_mask_word(p, g, row0, tile);
     ddk::cp_async_wait<1>();
+    stage_mask_word(reduce, mask_word);
     ddk::sync_block();
 
     // Partial S over this warp's 144 dims: 4 n8 tiles of keys.
@@ -207,6 +236,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     // Full S (the four quarters summed in a fixed order, so every warp of the group agrees bit for bit),
     // scaled into the exp2 domain and masked.
     float tile_max[2] = {kNegInf, kNegInf};
+    const int first_word = first_mask_word(g, tile);
     for (int n = 0; n < 4; ++n)
       for (int h = 0; h < 2; ++h) {
         const int at = (lr + 8 * h) * kReduceStride + n * 8 + 2 * lc;
@@ -224,8 +254,8 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
             x = kNegInf;
           } else if (key >= g.prefix && my_valid[h]) {
             const int j = key - g.prefix;
-            const uint32_t word = ddk::ld_global(
-                p.mask_words + (static_cast<int64_t>(g.q_base + my_token[h]) * p.mask_words_per_row + j / 32));
+            const uint32_t word = ddk::ld_shared(reinterpret_cast<const uint32_t*>(reduce) +
+                                                 mask_slot(group * 16 + lr + 8 * h, j / 32 - first_word));
             if (!((word >> (j % 32)) & 1u)) x = kNegInf;
           }
           s[n][2 * h + e] = x;
