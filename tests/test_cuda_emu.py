@@ -250,6 +250,28 @@ def test_empty_splits_in_a_ragged_batch(long_prefix, fp64):
     assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP
 
 
+def test_more_ctas_than_units_leaves_idle_ctas_between_the_parts(fp64):
+    """109 keys x 3 row tiles = 12 units for 20 CTAs: 8 idle CTAs sit inside split row tiles' CTA spans, and
+    the combine must skip their never-written slots (the workspace is poisoned NaN first)."""
+    x = generate_inputs(make_case(prefix=100, tree={"kind": "ddtree", "budget": 8}))
+    backend = emu_with(20)
+    launch = backend.marshaled_launch(x)
+    assert launch.plan.ctas == 20 and launch.plan.combines
+    real = backend.marshaled_launch
+
+    def poisoned(inputs):
+        prepared = real(inputs)
+        prepared.ws_o.fill_(float("nan"))
+        prepared.ws_lse.fill_(float("nan"))
+        return prepared
+
+    backend.marshaled_launch = poisoned
+    out = backend.run(x).clone()
+    assert bool(out.isfinite().all()) and not bool(poisoned_mask(out).any())
+    f = parity_figures(out, fp64.run(x))
+    assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP
+
+
 def test_emulation_workers_give_identical_results(long_prefix):
     one = emu_with(5, workers=1).run(long_prefix).clone()
     two = emu_with(5, workers=2).run(long_prefix).clone()

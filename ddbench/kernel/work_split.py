@@ -54,7 +54,34 @@ def request_extents(heads: int, kv_offsets: list[int], q_offsets: list[int]) -> 
 
 
 def range_start(cta: int, units: int, ctas: int) -> int:
+    """First unit of CTA `cta`'s range: the units cut into `ctas` ranges as equal as integers allow."""
     return cta * units // ctas
+
+
+def cta_of_unit(unit: int, units: int, ctas: int) -> int:
+    """The CTA whose range holds `unit` (the last CTA starting at or before it; empty ranges come first)."""
+    return ((unit + 1) * ctas - 1) // units
+
+
+def parts_of_row_tile(
+    plan: LaunchPlan, requests: list[RequestExtent], request: int, row_tile: int
+) -> list[int]:
+    """The workspace slots the combine merges for a row tile, in CTA order; [] when one CTA had it whole."""
+    if plan.whole_row_tiles:
+        return []
+    units = sum(g.units for g in requests)
+    first_unit = sum(g.units for g in requests[:request]) + row_tile * requests[request].tiles
+    first = cta_of_unit(first_unit, units, plan.ctas)
+    last = cta_of_unit(first_unit + requests[request].tiles - 1, units, plan.ctas)
+    if first == last:
+        return []
+    starts_inside = range_start(first, units, plan.ctas) != first_unit
+    busy = [
+        c
+        for c in range(first, last + 1)
+        if range_start(c + 1, units, plan.ctas) > range_start(c, units, plan.ctas)
+    ]
+    return [2 * c + (c == first and starts_inside) for c in busy]
 
 
 def cta_segments(plan: LaunchPlan, requests: list[RequestExtent]) -> Iterator[list[Segment]]:

@@ -1,0 +1,75 @@
+"""The verify kernel's work split (mirrored by ddbench.kernel.work_split): balanced ranges, every unit once,
+and the combine finds exactly the parts the CTAs wrote. Ragged batches: a long request is no tail."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+
+from ddbench.kernel.plan import plan_launch
+from ddbench.kernel.work_split import RequestExtent, cta_segments, parts_of_row_tile
+
+
+def _batch(rng: random.Random, heads: int) -> list[RequestExtent]:
+    requests = []
+    for _ in range(rng.randint(1, 9)):
+        q_len = rng.choice([1, 5, 9, 17, 33, 65])
+        requests.append(RequestExtent(rng.choice([0, 21, 700, 4096, 20000]) + q_len, q_len, heads))
+    return requests
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_ranges_are_balanced_and_cover_every_unit_once(seed):
+    rng = random.Random(seed)
+    heads = rng.choice([8, 16, 64])
+    requests = _batch(rng, heads)
+    units = sum(g.units for g in requests)
+    ctas = rng.choice([1, 2, 7, 64, 188, units + 5])
+    plan = plan_launch(len(requests), heads, max(g.q_len for g in requests), 1, ctas=ctas)
+    seen: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    written: dict[tuple[int, int], list[int]] = {}
+    slots = set()
+    for cta, segments in enumerate(cta_segments(plan, requests)):
+        mine = sum(s.tile_end - s.tile_begin for s in segments)
+        assert mine in (units // ctas, -(-units // ctas))  # no CTA holds more than its share
+        assert all(s.tile_end > s.tile_begin for s in segments)
+        partial = [s for s in segments if s.slot >= 0]
+        assert len(partial) <= 2 and {s.slot for s in partial} <= {2 * cta, 2 * cta + 1}
+        slots.update(s.slot for s in partial)
+        for s in segments:
+            seen.setdefault((s.request, s.row_tile), []).append((s.tile_begin, s.tile_end))
+            if s.slot >= 0:
+                written.setdefault((s.request, s.row_tile), []).append(s.slot)
+    for r, g in enumerate(requests):
+        for rt in range(g.row_tiles):
+            pieces = sorted(seen[(r, rt)])
+            assert pieces[0][0] == 0 and pieces[-1][1] == g.tiles  # every key tile of it, once, in order
+            assert all(a[1] == b[0] for a, b in itertools.pairwise(pieces))
+            assert parts_of_row_tile(plan, requests, r, rt) == written.get((r, rt), [])
+
+
+def test_whole_row_tiles_are_one_segment_each():
+    requests = [RequestExtent(30, 9, 8), RequestExtent(60, 1, 8)]
+    plan = plan_launch(2, 8, 9, 90, whole_row_tiles=True)
+    per_cta = list(cta_segments(plan, requests))
+    assert len(per_cta) == plan.ctas == 6
+    assert [len(s) for s in per_cta] == [1, 1, 1, 1, 0, 0]  # the 1-token request has one row tile
+    assert all(
+        s.slot == -1 and (s.tile_begin, s.tile_end) == (0, requests[s.request].tiles)
+        for c in per_cta
+        for s in c
+    )
+    assert parts_of_row_tile(plan, requests, 0, 0) == []
+
+
+def test_a_long_request_of_a_ragged_batch_gets_its_share_of_ctas():
+    """32k + 3 x 1k keys: the long request's work spreads over most CTAs instead of a fixed 1/bs of them."""
+    requests = [RequestExtent(p + 9, 9, 8) for p in (32768, 1024, 1024, 1024)]
+    plan = plan_launch(4, 8, 9, sum(g.keys for g in requests))
+    assert plan.ctas == 188
+    loads = [sum(s.tile_end - s.tile_begin for s in c) for c in cta_segments(plan, requests)]
+    assert max(loads) - min(loads) <= 1
+    holding_long = sum(1 for c in cta_segments(plan, requests) if any(s.request == 0 for s in c))
+    assert holding_long >= 0.9 * 188 * requests[0].units / sum(g.units for g in requests)
