@@ -410,9 +410,10 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   // The part in CTA `first` is its slot 1 unless the row tile starts that CTA's range; later CTAs hold it in
   // slot 0 (their range starts inside the row tile), except CTAs with an empty range (more CTAs than units).
   const bool first_is_slot1 = range_start(first, units, p.num_ctas) != unit0;
+  const bool sparse = units < p.num_ctas;  // only then can a CTA's range be empty
   float best = kNegInf;
   for (int64_t c = first; c <= last; ++c) {
-    if (range_start(c + 1, units, p.num_ctas) == range_start(c, units, p.num_ctas)) continue;  // an idle CTA
+    if (sparse && range_start(c + 1, units, p.num_ctas) == range_start(c, units, p.num_ctas)) continue;  // idle
     const int64_t part = (2 * c + (c == first && first_is_slot1 ? 1 : 0)) * kBlockM + m;
     best = fmaxf(best, ddk::ld_global(p.ws_lse + part));
   }
@@ -421,7 +422,7 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   const int col = ddk::thread_idx_x() * 4;
   for (int64_t c = first; c <= last; ++c) {
-    if (range_start(c + 1, units, p.num_ctas) == range_start(c, units, p.num_ctas)) continue;
+    if (sparse && range_start(c + 1, units, p.num_ctas) == range_start(c, units, p.num_ctas)) continue;
     const int64_t part = (2 * c + (c == first && first_is_slot1 ? 1 : 0)) * kBlockM + m;
     const float w = ddk::fast_exp2(ddk::ld_global(p.ws_lse + part) - base);  // an empty part has lse -inf
     weight_sum += w;
