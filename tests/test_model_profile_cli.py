@@ -56,6 +56,18 @@ def test_profile_models_the_emulations_own_counters(tmp_path):
     assert all(c["cuda"]["modeled_us"] > 0 and c["floor"]["floor_us"] > 0 for c in cases)
 
 
+def test_the_emulated_launches_are_modeled_with_ptxas_registers(inputs):
+    """The counters name launches `verify` and `combine`; the report names the kernels: both must meet."""
+    tmp_path, _ = inputs
+    out = tmp_path / "p.json"
+    result = _run("--json", str(out), "--registers", str(tmp_path / "regs.json"), "--no-sanitize")
+    assert result.exit_code == 0, result.output
+    for case in json.loads(out.read_text())["cases"]:
+        registers = {k["name"]: k["registers_per_thread"] for k in case["cuda"]["kernels"]}
+        assert registers.get("verify") == 167 and registers.get("combine", 40) == 40, registers
+        assert not any("registers per thread unknown" in n for n in case["cuda"]["notes"])
+
+
 def test_a_big_case_is_counted_on_one_cta_per_shape_and_says_so(tmp_path, monkeypatch):
     import ddbench.runner.emulated_counters as emulated
 

@@ -96,16 +96,23 @@ def registers_of(arch: str, path: str | None = None) -> dict[str, int] | None:
                     found[_short(str(k.get("name", "")))] = k["registers"]
         if not found:
             raise InputError(f"no kernel built for {arch}", file=path)
-        return found
+        return _by_both_names(found)
     try:
         reports = kernel_check((arch,))
     except RuntimeError:
         return None
-    return {_short(k.name): k.registers for r in reports for k in r.kernels} or None
+    found = {_short(k.name): k.registers for r in reports for k in r.kernels}
+    return _by_both_names(found) if found else None
+
+
+# The emulation's counters name a launch by its role; ptxas by the kernel's (mangled) name.
+_COUNTED_AS = {"verify_attention_kernel": "verify", "combine_parts_kernel": "combine"}
 
 
 def _short(mangled: str) -> str:
-    for name in ("verify_attention_kernel", "combine_parts_kernel"):
-        if name in mangled:
-            return name
-    return mangled
+    return next((name for name in _COUNTED_AS if name in mangled), mangled)
+
+
+def _by_both_names(registers: dict[str, int]) -> dict[str, int]:
+    """Registers under the kernel's name and under the name its counted launch carries."""
+    return {**registers, **{_COUNTED_AS[k]: v for k, v in registers.items() if k in _COUNTED_AS}}
