@@ -131,8 +131,10 @@ DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, int key_base, int 
 // last columns of the partial-S rows (quarter 0's): loaded before the wait for the tile's keys, so their
 // latency hides behind it, and read from shared memory when the scores are masked. The words of key tile
 // `tile` start at draft column (tile * 32 - prefix) / 32; 0 where nothing is read.
+// Rows 40 floats apart start 8 banks apart, so rows r and r + 4 would share banks: each group of 4 rows takes
+// its own pair of the 8 spare columns, which keeps the staging stores and the reads conflict-free.
 DDK_HOST_DEVICE int mask_slot(int row, int word) {  // float index in the partial-S buffer
-  return ((row / 16) * 4 * 16 + row % 16) * kReduceStride + kBlockN + word;
+  return ((row / 16) * 4 * 16 + row % 16) * kReduceStride + kBlockN + 2 * ((row / 4) % 4) + word;
 }
 
 DDK_DEVICE int first_mask_word(const Request& g, int tile) {
