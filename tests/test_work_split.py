@@ -36,7 +36,8 @@ def test_ranges_are_balanced_and_cover_every_unit_once(seed):
         assert mine in (units // ctas, -(-units // ctas))  # no CTA holds more than its share
         assert all(s.tile_end > s.tile_begin for s in segments)
         partial = [s for s in segments if s.slot >= 0]
-        assert len(partial) <= 2 and {s.slot for s in partial} <= {2 * cta, 2 * cta + 1}
+        assert len(partial) == len({s.slot for s in partial}) <= 2  # distinct slots, at most two
+        assert all(s.slot == 2 * cta + (i > 0) for i, s in enumerate(segments) if s.slot >= 0)  # 2c: first
         slots.update(s.slot for s in partial)
         for s in segments:
             seen.setdefault((s.request, s.row_tile), []).append((s.tile_begin, s.tile_end))

@@ -226,7 +226,7 @@ class CudaEmuBackend:
 
     @staticmethod
     def _prefill_workspace(launch: PreparedLaunch) -> None:
-        """Finite parts in place of those the CTAs that will not run would write (no part is ever empty)."""
+        """Weight-1 parts where the CTAs that will not run would write theirs: the combine reads them all."""
         if launch.ws_o is not None and launch.ws_lse is not None:
             launch.ws_o.zero_()
             launch.ws_lse.zero_()

@@ -18,8 +18,9 @@ REDUCE_STRIDE = BLOCK_N + 8  # floats between partial-S rows
 COMBINE_THREADS = 128
 CTAS_PER_SM = 1  # 94,208 B of shared memory per CTA: one fits in an SM's 100 KB
 DEFAULT_SM_COUNT = 188  # RTX PRO 6000 Blackwell; the emulation plans as if on it
-# A CTA's range is at least this many key tiles: fewer, and the fp32 part it writes for the combine (64 KB per
-# row tile) costs more than the tiles it saves; a row tile of at most this many tiles runs whole in one CTA.
+# About this many key tiles per CTA or more (units / MIN_TILES_PER_CTA CTAs): fewer, and the fp32 part a CTA
+# writes for the combine (64 KB per row tile) costs more than the tiles it saves. When the row tiles average
+# at most this many tiles, each runs whole in one CTA.
 MIN_TILES_PER_CTA = 4
 
 
@@ -58,7 +59,7 @@ def plan_launch(
     ctas: int | None = None,
     whole_row_tiles: bool | None = None,
 ) -> LaunchPlan:
-    """One wave of CTAs, each with at least MIN_TILES_PER_CTA key tiles, never fewer CTAs than row tiles.
+    """One wave of CTAs, about MIN_TILES_PER_CTA key tiles or more each, never fewer CTAs than row tiles.
 
     `ctas` forces the number of CTAs (balanced ranges, with a combine); `whole_row_tiles` forces (True) or
     forbids (False) one CTA per whole row tile.

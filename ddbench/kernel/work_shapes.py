@@ -4,8 +4,8 @@ emulates (one CTA per shape, counted as many times as the shape has CTAs).
 Two CTAs have the same shape when the kernel does the same work in them, instruction for instruction: the
 same segments in order, each as many requests after the one before it, with the same number of valid rows
 in its row tile, the same output (the row tile whole to the output, or a part to the fp32 workspace) and,
-tile by tile, the same number of valid keys and the same first draft key inside the tile (the keys at or
-after the prefix read the tree mask).
+tile by tile, the same number of valid keys, the same first draft key inside the tile (the keys at or
+after the prefix read the tree mask) and the same number of mask words read per row.
 Everything the counters count then agrees (instructions, bytes requested, shared-memory wavefronts, barriers,
 phases, cp.async waits) except what depends on *which* global addresses are read: sectors per instruction
 may differ and the launch's unique sectors can only be bounded by the sampled CTAs. docs/emulation.md.
@@ -27,11 +27,16 @@ class WorkShapes:
     weights: tuple[int, ...]  # how many CTAs each stands for; they add up to the grid
 
 
-def _tile_shape(tile: int, keys: int, prefix: int) -> tuple[int, int]:
+def _tile_shape(tile: int, keys: int, prefix: int) -> tuple[int, int, int]:
+    """Valid keys, the first draft key inside the tile, and the mask words per row it reads (as the
+    kernel's fetch_mask_word: one or two, from draft column (start - prefix) / 32)."""
     start = tile * BLOCK_N
     valid = max(0, min(BLOCK_N, keys - start))
     first_draft = min(BLOCK_N, max(0, prefix - start))
-    return valid, first_draft
+    last = min(start + BLOCK_N, keys) - 1
+    first_word = (start - prefix) // 32 if start > prefix else 0
+    words = 0 if last < prefix else min(2, (last - prefix) // 32 - first_word + 1)
+    return valid, first_draft, words
 
 
 def verify_work_shapes(
