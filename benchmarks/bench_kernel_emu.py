@@ -35,7 +35,7 @@ def test_cuda_emu(benchmark, shape):
     benchmark.extra_info["emu_workers"] = EMU_WORKERS
     x = run_poisoned(benchmark, backend, shape, ROUNDS[shape])
     plan = prepare_launch(x).plan
-    benchmark.extra_info.update(num_splits=plan.num_splits, ctas=plan.ctas)
+    benchmark.extra_info.update(ctas=plan.ctas, whole_row_tiles=plan.whole_row_tiles, combines=plan.combines)
 
 
 def test_triton_small(benchmark):
