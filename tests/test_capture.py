@@ -506,6 +506,30 @@ def test_capture_info_command(tmp_path):
     assert result.exit_code == 2 and "no such capture file" in result.output
 
 
+def test_a_writer_may_leave_metadata_out_and_the_pool_uncompacted(tmp_path):
+    """capture-info says "not recorded" (never "None") for optional metadata a file lacks, and a pool with
+    rows nobody reads (not the recorder's compact one) replays: docs/capture-format.md says both."""
+    from safetensors.torch import load_file
+
+    from ddbench.capture.format import write_capture
+    from ddbench.inputs.capture_file import read_capture
+
+    shipped = _shipped()
+    original = read_capture(shipped)
+    tensors = load_file(str(shipped))
+    pool = tensors["k_buffer"]
+    tensors["k_buffer"] = torch.cat([pool, torch.randn(37, *pool.shape[1:]).to(pool.dtype)])  # unused rows
+    kept = {k: original.metadata[k] for k in ("sm_scale", "page_size", "is_causal", "max_len_extend")}
+    path = tmp_path / "bare.safetensors"
+    write_capture(path, tensors, kept)
+    bare = read_capture(path)
+    assert bare.inputs.k_buffer.shape[0] == pool.shape[0] + 37
+    assert torch.equal(bare.output, original.output)
+    result = invoke("capture-info", path)
+    assert result.exit_code == 0, result.output
+    assert "not recorded" in result.output and "None" not in result.output
+
+
 # --- the hooks --------------------------------------------------------------------------------------------
 
 

@@ -31,11 +31,19 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+NOT_RECORDED = "not recorded"
+
+
+def _said(value: Any) -> str:
+    """Metadata a capture may leave out: what it says, or that it does not say (never "None")."""
+    return NOT_RECORDED if value is None or value == "" else str(value)
+
+
 def _where(s: dict[str, Any]) -> str:
     tp = "?" if s["tp_rank"] is None else s["tp_rank"]
     size = "?" if s["tp_size"] is None else s["tp_size"]
     layer = "?" if s["layer"] is None else s["layer"]
-    return f"{s['model'] or 'model ?'}, layer {layer}, TP rank {tp} of {size}"
+    return f"{s['model'] or 'model not recorded'}, layer {layer}, TP rank {tp} of {size}"
 
 
 def summary_table(s: dict[str, Any]) -> Table:
@@ -53,11 +61,14 @@ def summary_table(s: dict[str, Any]) -> Table:
         ("q_len", ", ".join(map(str, s["q_lens"]))),
         ("trees", _tree_text(s["trees"])),
         ("sm_scale", f"{s['sm_scale']:.6f}"),
-        ("pool", f"{s['pool_rows']} rows, page size {s['page_size']}, out_cache_loc {s['out_cache_loc']}"),
+        (
+            "pool",
+            f"{s['pool_rows']} rows, page size {s['page_size']}, out_cache_loc {_said(s['out_cache_loc'])}",
+        ),
         ("shapes", "\n".join(f"{k} {tuple(v)}" for k, v in s["shapes"].items())),
         (
             "made",
-            f"{s['source']} on {s['device']} at {s['created']}"
+            f"{_said(s['source'])} on {_said(s['device'])} at {_said(s['created'])}"
             + (" (Triton interpreter)" if s.get("triton_interpret") else ""),
         ),
         ("versions", ", ".join(f"{k} {v}" for k, v in versions.items() if v)),
