@@ -21,7 +21,7 @@ from ddbench.explain.attention import correct_plan, evaluate
 from ddbench.explain.error_map import draft_depths
 from ddbench.explain.rank import EXPLAINED, MATCHES_REFERENCE, UNEXPLAINED
 from ddbench.inputs import generate_inputs
-from ddbench.report.diagnosis_markdown import diagnosis_markdown
+from ddbench.report.diagnosis_markdown import diagnosis_markdown, diagnosis_section
 from ddbench.report.table import results_table
 from ddbench.runner import run_case
 from ddbench.suite import parse_suite
@@ -105,6 +105,23 @@ def test_a_correct_output_is_not_pinned_on_any_mistake(explainer):
     assert diagnosis.verdict == MATCHES_REFERENCE and diagnosis.best is None
     assert not any(diagnosis.explains(h.name) for h in HYPOTHESES)
     assert diagnosis.reference.rel_l2 < 5e-3 and "not a classic mistake" in diagnosis.summary()
+
+
+def test_a_hypothesis_that_cannot_apply_says_so_instead_of_crashing(cases):
+    """A valid prefix that uses the pool's last row: slot + 1 would index past the pool (an IndexError
+    before); kv-off-by-one is reported not applicable, the others still rank."""
+    x = generate_inputs(cases["chain"])
+    last = x.k_buffer.shape[0] - 1
+    x.kv_indices[0] = last  # a real slot of the pool, now read by the prefix
+    explainer = Explainer(x)
+    diagnosis = explainer.diagnose(explainer.correct.output.to(torch.bfloat16))
+    assert [h for h, _ in diagnosis.not_applicable] == ["kv-off-by-one"]
+    assert "outside the pool" in diagnosis.not_applicable[0][1]
+    assert "kv-off-by-one" not in {r.hypothesis for r in diagnosis.ranking}
+    assert len(diagnosis.ranking) == len(HYPOTHESES) - 1 and diagnosis.verdict == MATCHES_REFERENCE
+    assert diagnosis.to_json()["not_applicable"][0]["hypothesis"] == "kv-off-by-one"
+    assert not explainer.changes_output("kv-off-by-one")
+    assert "Not applicable to these inputs: kv-off-by-one" in diagnosis_section(diagnosis.to_json(), "case")
 
 
 def test_unrelated_noise_is_explained_by_nothing_but_mapped(explainer):

@@ -14,7 +14,7 @@ import torch
 
 from ddbench.explain.attention import Prediction, correct_plan, evaluate
 from ddbench.explain.error_map import ErrorMap, error_map
-from ddbench.explain.hypotheses import HYPOTHESES, Context, Hypothesis, Variant
+from ddbench.explain.hypotheses import HYPOTHESES, Context, Hypothesis, NotApplicable, Variant
 from ddbench.explain.rank import (
     EXPLAINED,
     MATCHES_REFERENCE,
@@ -36,6 +36,7 @@ class Diagnosis:
     reference: Match  # the candidate against the correct output
     aliases: tuple[str, ...]  # hypotheses giving the same output as the best one on this workload
     error_map: ErrorMap
+    not_applicable: tuple[tuple[str, str], ...] = ()  # (hypothesis, why) that cannot apply to these inputs
 
     @property
     def best(self) -> Ranked | None:
@@ -75,6 +76,7 @@ class Diagnosis:
             "rule": RULE,
             "reference": self.reference.to_json(),
             "ranking": [r.to_json() for r in self.ranking],
+            "not_applicable": [{"hypothesis": h, "why": why} for h, why in self.not_applicable],
             "error_map": self.error_map.to_json(),
         }
 
@@ -93,12 +95,14 @@ class Explainer:
         plan = correct_plan(inputs)
         self.context = Context(inputs, plan, evaluate(plan))
         self._correct = Prepared.of_prediction(self.context.correct)
-        self._fixed: dict[tuple[str, str], _Evaluated] = {
-            (h.name, v.name): self._evaluated(v.predict(self.context))
-            for h in self.hypotheses
-            for v in h.variants
-            if not v.uses_candidate
-        }
+        self._not_applicable: dict[tuple[str, str], str] = {}
+        self._fixed: dict[tuple[str, str], _Evaluated] = {}
+        for h in self.hypotheses:
+            for v in h.variants:
+                if not v.uses_candidate:
+                    evaluated = self._predicted(h, v, self.context)
+                    if evaluated is not None:
+                        self._fixed[h.name, v.name] = evaluated
         self._visible: dict[str, bool] = {}
 
     @property
@@ -112,22 +116,33 @@ class Explainer:
         """
         if hypothesis not in self._visible:
             h = next(h for h in self.hypotheses if h.name == hypothesis)
-            self._visible[hypothesis] = any(
-                (self._fixed.get((h.name, v.name)) or self._evaluated(v.predict(self.context))).distinct
-                for v in h.variants
+            predictions = (
+                self._fixed.get((h.name, v.name)) or self._predicted(h, v, self.context) for v in h.variants
             )
+            self._visible[hypothesis] = any(p is not None and p.distinct for p in predictions)
         return self._visible[hypothesis]
+
+    def _predicted(self, hypothesis: Hypothesis, variant: Variant, ctx: Context) -> _Evaluated | None:
+        """The variant's prediction, or None (and the reason kept) when it cannot apply to these inputs."""
+        try:
+            return self._evaluated(variant.predict(ctx))
+        except NotApplicable as why:
+            self._not_applicable[hypothesis.name, variant.name] = str(why)
+            return None
 
     def _evaluated(self, prediction: Prediction) -> _Evaluated:
         prepared = Prepared.of_prediction(prediction)
         distinct = not match_prepared(prepared, self._correct).within_noise()
         return _Evaluated(prediction, prepared, distinct)
 
-    def _prediction(self, hypothesis: Hypothesis, variant: Variant, candidate: torch.Tensor) -> _Evaluated:
+    def _prediction(
+        self, hypothesis: Hypothesis, variant: Variant, candidate: torch.Tensor
+    ) -> _Evaluated | None:
         if not variant.uses_candidate:
-            return self._fixed[hypothesis.name, variant.name]
-        ctx = Context(self.inputs, self.context.plan, self.correct, candidate)
-        return self._evaluated(variant.predict(ctx))
+            return self._fixed.get((hypothesis.name, variant.name))
+        return self._predicted(
+            hypothesis, variant, Context(self.inputs, self.context.plan, self.correct, candidate)
+        )
 
     def diagnose(self, candidate: torch.Tensor) -> Diagnosis:
         if tuple(candidate.shape) != tuple(self.correct.output.shape):
@@ -136,17 +151,22 @@ class Explainer:
                 f"{tuple(self.correct.output.shape)}"
             )
         c = Prepared.of(candidate)
-        entries, evaluated = [], {}
+        entries, evaluated, not_applicable = [], {}, []
         for h in self.hypotheses:
             best: tuple[Ranked, _Evaluated] | None = None
             for v in h.variants:
                 e = self._prediction(h, v, candidate)
+                if e is None:
+                    continue
                 entry = Ranked(
                     h.name, h.title, h.why, v.name, v.how, match_prepared(c, e.prepared), e.distinct
                 )
                 if best is None or rank([entry, best[0]])[0] is entry:
                     best = (entry, e)
-            assert best is not None
+            if best is None:  # no variant of it can apply here: said, never ranked
+                why = next(w for (name, _), w in self._not_applicable.items() if name == h.name)
+                not_applicable.append((h.name, why))
+                continue
             entries.append(best[0])
             evaluated[h.name] = best[1]
         ranking = rank(entries)
@@ -161,7 +181,12 @@ class Explainer:
                 if e.distinct and match_prepared(evaluated[e.hypothesis].prepared, top).within_noise()
             )
         return Diagnosis(
-            outcome, tuple(ranking), reference, aliases, error_map(candidate, self.correct, self.inputs)
+            outcome,
+            tuple(ranking),
+            reference,
+            aliases,
+            error_map(candidate, self.correct, self.inputs),
+            tuple(not_applicable),
         )
 
 

@@ -29,6 +29,10 @@ SCALE_576 = HEAD_DIM_QK**-0.5  # 1/sqrt(576): the absorbed width, a classic wron
 SCALE_192 = 192**-0.5  # qk_head_dim^-0.5 without YaRN's mscale^2
 
 
+class NotApplicable(Exception):
+    """A variant that cannot be computed on these inputs (e.g. it would read outside the pool)."""
+
+
 @dataclass(frozen=True)
 class Context:
     """What a prediction may use: the inputs, the correct plan and output, and (rarely) the candidate."""
@@ -113,6 +117,13 @@ def _prefix_as_key_list(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
 
 
 def _slot_plus_one(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    rows = plan.pool.shape[0]
+    for req in plan.requests:
+        if bool((req.key_slots[~req.draft_keys] + 1 >= rows).any()):
+            raise NotApplicable(
+                f"a prefix key is the pool's last row ({rows - 1}): slot + 1 is outside the pool"
+            )
+
     def edit(r: int, req: RequestPlan) -> RequestPlan:
         slots = torch.where(req.draft_keys, req.key_slots, req.key_slots + 1)
         return RequestPlan(req.q0, req.q1, slots, req.visible, req.draft_keys)

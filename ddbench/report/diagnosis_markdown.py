@@ -37,6 +37,14 @@ def diagnosis_section(diagnosis: Mapping[str, Any], heading: str, level: int = 3
             "",
             f"Same output as the correct one on this workload (not testable here): {', '.join(invisible)}.",
         ]
+    not_applicable = diagnosis.get("not_applicable", [])
+    if not_applicable:
+        lines += [
+            "",
+            "Not applicable to these inputs: "
+            + "; ".join(f"{n['hypothesis']} ({escape_cell(n['why'])})" for n in not_applicable)
+            + ".",
+        ]
     findings = diagnosis.get("error_map", {}).get("findings", [])
     if findings:
         lines += ["", "Where the error is:", ""] + [f"- {escape_cell(f)}" for f in findings]
