@@ -124,6 +124,26 @@ def test_a_hypothesis_that_cannot_apply_says_so_instead_of_crashing(cases):
     assert "Not applicable to these inputs: kv-off-by-one" in diagnosis_section(diagnosis.to_json(), "case")
 
 
+def test_a_failed_pair_never_matches_the_reference_nor_is_explained_outside_its_bound(explainer):
+    """2 % of the way to the draft-missing output: inside explain's loose bf16 noise (rel L2 1.4 %), far
+    outside a suite bound (max row 5.7 ULP). Alone it 'matches the reference'; as a failing pair it must not,
+    and draft-missing (which scores best but does not reproduce it within the bound) is not 'the cause'."""
+    correct = explainer.correct
+    h = next(h for h in HYPOTHESES if h.name == "draft-missing")
+    wrong = h.variants[0].predict(explainer.context)
+    nudged = correct.output + 0.02 * (wrong.output - correct.output)
+    candidate = nudged.masked_fill(correct.free[..., None], 0).to(torch.bfloat16)
+    bound = {"max_row_ulp": 1.5, "mean_row_ulp": 0.2}
+    alone = explainer.diagnose(candidate)
+    assert alone.verdict == MATCHES_REFERENCE and alone.reference.max_row_ulp > bound["max_row_ulp"]
+    failed = explainer.diagnose(candidate, failed_bound=bound)
+    assert failed.verdict == UNEXPLAINED and failed.best is None
+    assert "failed its bound" in failed.summary() and "precision matter" not in failed.summary()
+    # the output of the mistake itself, as a failing pair, is still explained: it reproduces within the bound
+    exact = explainer.diagnose(_bf16(wrong), failed_bound=bound)
+    assert exact.verdict == EXPLAINED and exact.explains("draft-missing")
+
+
 def test_unrelated_noise_is_explained_by_nothing_but_mapped(explainer):
     g = torch.Generator().manual_seed(0)
     exact = explainer.correct.output

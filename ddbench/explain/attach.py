@@ -12,7 +12,7 @@ from ddbench.results.case_result import CaseResult
 
 
 def diagnose_failures(result: CaseResult, inputs: VerifyInputs) -> None:
-    """Set `diagnosis` on every failed pair with an output, one explain per candidate; never raises.
+    """Set `diagnosis` on every failed pair with an output, judged by the bound it failed; never raises.
 
     A diagnosis is advice: if explaining fails, the pair says why and the run goes on with its verdicts.
     """
@@ -20,16 +20,18 @@ def diagnose_failures(result: CaseResult, inputs: VerifyInputs) -> None:
     if not failing:
         return
     explainer: Explainer | None = None
-    done: dict[str, dict[str, Any]] = {}
+    done: dict[tuple[str, tuple[tuple[str, float], ...]], dict[str, Any]] = {}
     for pair in failing:
         run = result.runs.get(pair.candidate)
         if run is None or run.output is None:
             continue
-        if pair.candidate not in done:
+        key = (pair.candidate, pair.bound.limits)
+        if key not in done:
             try:
                 with single_thread():
                     explainer = explainer or Explainer(inputs)
-                    done[pair.candidate] = explainer.diagnose(run.output).to_json()
+                    diagnosis = explainer.diagnose(run.output, failed_bound=dict(pair.bound.limits))
+                    done[key] = diagnosis.to_json()
             except Exception as err:  # explain must never turn a verdict into a crash
-                done[pair.candidate] = {"error": f"explain failed: {type(err).__name__}: {err}"}
-        pair.diagnosis = done[pair.candidate]
+                done[key] = {"error": f"explain failed: {type(err).__name__}: {err}"}
+        pair.diagnosis = done[key]

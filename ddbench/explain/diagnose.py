@@ -6,7 +6,7 @@ candidates of one case (a run's failing pairs, the self-test's mutants) cost one
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ class Diagnosis:
     aliases: tuple[str, ...]  # hypotheses giving the same output as the best one on this workload
     error_map: ErrorMap
     not_applicable: tuple[tuple[str, str], ...] = ()  # (hypothesis, why) that cannot apply to these inputs
+    failed: bool = False  # the candidate failed a bound (a run's failing pair)
 
     @property
     def best(self) -> Ranked | None:
@@ -64,7 +65,12 @@ class Diagnosis:
             f"closest: {top.hypothesis} at {_rel(top.match)}; " if top is not None and top.distinct else ""
         )
         where = self.error_map.findings[0] if self.error_map.findings else "no localisation"
-        return f"no hypothesis explains it ({closest}correct output at {_rel(ref)}); {where}"
+        close = (
+            " — close to the correct output, yet it failed its bound: a real error, however small"
+            if self.failed and ref.within_noise()
+            else ""
+        )
+        return f"no hypothesis explains it ({closest}correct output at {_rel(ref)}){close}; {where}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -144,7 +150,8 @@ class Explainer:
             hypothesis, variant, Context(self.inputs, self.context.plan, self.correct, candidate)
         )
 
-    def diagnose(self, candidate: torch.Tensor) -> Diagnosis:
+    def diagnose(self, candidate: torch.Tensor, failed_bound: Mapping[str, float] | None = None) -> Diagnosis:
+        """`failed_bound`: the limits the candidate failed, when it comes from a failing pair (see RULE)."""
         if tuple(candidate.shape) != tuple(self.correct.output.shape):
             raise ValueError(
                 f"candidate shape {tuple(candidate.shape)} is not the output's "
@@ -171,7 +178,7 @@ class Explainer:
             evaluated[h.name] = best[1]
         ranking = rank(entries)
         reference = match_prepared(c, self._correct)
-        outcome = verdict(ranking, reference)
+        outcome = verdict(ranking, reference, failed_bound)
         aliases: tuple[str, ...] = ()
         if outcome == EXPLAINED:
             top = evaluated[ranking[0].hypothesis].prepared
@@ -187,6 +194,7 @@ class Explainer:
             aliases,
             error_map(candidate, self.correct, self.inputs),
             tuple(not_applicable),
+            failed_bound is not None,
         )
 
 

@@ -7,7 +7,7 @@ docs/results.md). Rows a hypothesis leaves undefined (nothing visible) accept 0 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -22,13 +22,16 @@ EXPLAINED, MATCHES_REFERENCE, UNEXPLAINED = "explained", "matches-reference", "u
 NOISE_REL_L2 = 0.02
 NOISE_MEAN_ROW_ULP = 1.0
 FAR_BETTER = 10.0
+BOUND_FIGURES = ("max_row_ulp", "mean_row_ulp", "rel_l2")  # the limits of a bound that a Match measures
 
 RULE = (
     f"explained: the best hypothesis that changes the output on this workload matches the candidate within "
     f"bf16 noise (rel L2 <= {NOISE_REL_L2:g}, mean row-scaled error <= {NOISE_MEAN_ROW_ULP:g} ULP, the same "
     f"NaN rows) and scores at least {FAR_BETTER:g}x better than the correct output "
-    "(score = rel L2 + fraction of rows whose NaN-ness differs); matches-reference: the correct output "
-    "itself is within that noise; otherwise no hypothesis explains it"
+    "(score = rel L2 + fraction of rows whose NaN-ness differs); for a pair that failed its bound, the "
+    "hypothesis must also reproduce the output within that bound's limits, and the output never 'matches "
+    "the reference'; matches-reference: the correct output itself is within that noise; otherwise no "
+    "hypothesis explains it"
 )
 
 
@@ -50,6 +53,14 @@ class Match:
             and self.rel_l2 <= NOISE_REL_L2
             and self.mean_row_ulp <= NOISE_MEAN_ROW_ULP
         )
+
+    def within(self, bound: Mapping[str, float] | None) -> bool:
+        """Within bf16 noise and, when the pair's bound is given, within each of its limits this match
+        measures (max_row_ulp, mean_row_ulp, rel_l2): what 'reproduces the output' means for a failed pair."""
+        if not self.within_noise():
+            return False
+        limits = {k: v for k, v in (bound or {}).items() if k in BOUND_FIGURES}
+        return all(getattr(self, name) <= limit for name, limit in limits.items())
 
     def to_json(self) -> dict[str, float | int]:
         return {
@@ -142,10 +153,13 @@ def rank(entries: Sequence[Ranked]) -> list[Ranked]:
     return sorted(entries, key=lambda e: (not e.distinct, e.match.score, e.match.mean_row_ulp))
 
 
-def verdict(ranking: Sequence[Ranked], reference: Match) -> str:
-    if reference.within_noise():
+def verdict(
+    ranking: Sequence[Ranked], reference: Match, failed_bound: Mapping[str, float] | None = None
+) -> str:
+    """`failed_bound`: the limits of the bound the candidate failed (a run's failing pair), or None."""
+    if failed_bound is None and reference.within_noise():
         return MATCHES_REFERENCE
     best = ranking[0] if ranking and ranking[0].distinct else None
-    if best and best.match.within_noise() and best.match.score * FAR_BETTER <= reference.score:
+    if best and best.match.within(failed_bound) and best.match.score * FAR_BETTER <= reference.score:
         return EXPLAINED
     return UNEXPLAINED
