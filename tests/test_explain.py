@@ -144,6 +144,19 @@ def test_a_failed_pair_never_matches_the_reference_nor_is_explained_outside_its_
     assert exact.verdict == EXPLAINED and exact.explains("draft-missing")
 
 
+def test_one_column_never_written_is_mapped_as_a_column_not_pinned_on_a_mistake(explainer):
+    """The last output column left at the NaN poison: NaN-ness is compared element by element, so no
+    hypothesis that makes whole rows NaN (or none) 'explains' it, and the map names the column."""
+    candidate = explainer.correct.output.masked_fill(explainer.correct.free[..., None], 0.0).clone()
+    candidate[..., 511] = float("nan")
+    diagnosis = explainer.diagnose(candidate.to(torch.bfloat16), failed_bound={"max_row_ulp": 1.5})
+    assert diagnosis.verdict == UNEXPLAINED and diagnosis.best is None
+    assert diagnosis.reference.nan_mismatch == pytest.approx(1 / 512, rel=1e-6)
+    first = diagnosis.error_map.findings[0]
+    assert first.startswith("column 511 of 512 NaN/Inf in every row") and "never written" in first
+    assert diagnosis.reference.max_row_ulp < 1.0  # the 511 written columns are right
+
+
 def test_unrelated_noise_is_explained_by_nothing_but_mapped(explainer):
     g = torch.Generator().manual_seed(0)
     exact = explainer.correct.output

@@ -89,7 +89,7 @@ class Diagnosis:
 
 def _rel(m: Match) -> str:
     text = f"rel L2 {m.rel_l2:.2g}"
-    return text + (f" + {m.nan_mismatch:.0%} rows NaN-mismatched" if m.nan_mismatch else "")
+    return text + (f" + {m.nan_mismatch:.2%} of elements NaN-mismatched" if m.nan_mismatch else "")
 
 
 class Explainer:

@@ -126,10 +126,34 @@ def _groups(
     return tuple(out)
 
 
+def _column_finding(c: torch.Tensor, r: torch.Tensor) -> str | None:
+    """NaN/Inf elements the correct output does not have, when they sit in some columns only (an output
+    column never written, a bad store offset): the columns, how many rows and heads."""
+    stray = ~c.isfinite() & r.isfinite()
+    if not bool(stray.any()):
+        return None
+    columns = stray.flatten(0, 1).any(0)
+    if bool(columns.all()):
+        return None  # whole rows: the row finding says it
+    hit = stray.any(-1)
+    rows, heads = int(hit.sum()), int(hit.any(0).sum())
+    cols = [int(i) for i in columns.nonzero().flatten()]
+    every = " in every row" if rows == hit.numel() else f" in {rows} of {hit.numel()} rows"
+    return (
+        f"column{'s' if len(cols) > 1 else ''} {_span(cols)} of {c.shape[-1]} NaN/Inf{every} "
+        f"({heads} of {hit.shape[1]} heads), the rest of those rows finite: never written?"
+    )
+
+
 def _findings(
-    axes: dict[str, tuple[Group, ...]], rows: int, bad_rows: int, rel: float, zero_rows: int
+    axes: dict[str, tuple[Group, ...]],
+    rows: int,
+    bad_rows: int,
+    rel: float,
+    zero_rows: int,
+    columns: str | None,
 ) -> list[str]:
-    out: list[str] = []
+    out: list[str] = [columns] if columns else []
     if zero_rows:
         out.append(
             f"{zero_rows} of {rows} rows exactly 0 where the correct output is not "
@@ -144,7 +168,8 @@ def _findings(
             for a, gs in axes.items()
             if any(g.bad_rows == 0 for g in gs) and len(gs) > 1
         ]
-        out.append(f"{bad_rows} of {rows} rows NaN/Inf" + (f", only in {'; '.join(where)}" if where else ""))
+        what = "rows with NaN/Inf elements" if columns else "rows NaN/Inf"
+        out.append(f"{bad_rows} of {rows} {what}" + (f", only in {'; '.join(where)}" if where else ""))
     for axis, groups in axes.items():
         if len(groups) < 2:
             continue
@@ -211,5 +236,5 @@ def error_map(candidate: torch.Tensor, correct: Prediction, x: VerifyInputs) -> 
     rel = (float(err2.sum()) / s_ref) ** 0.5 if s_ref > 0 else 0.0
     rows, bad_rows = total * heads, int(bad.sum())
     zero_rows = int((finite & (c == 0).all(-1) & (r != 0).any(-1)).sum())
-    findings = _findings(axes, rows, bad_rows, rel, zero_rows)
+    findings = _findings(axes, rows, bad_rows, rel, zero_rows, _column_finding(c, r))
     return ErrorMap(rows, bad_rows, zero_rows, rel, axes, tuple(findings))

@@ -1,7 +1,8 @@
 """How well a predicted output matches a candidate's, and the rule that turns a ranking into a verdict.
 
-The match is taken on what a failed kernel actually leaves behind: rows of NaN (a stray read of a poisoned
-pool row) are compared as a pattern, finite rows numerically (relative L2 and the row-scaled bf16 ULPs of
+The match is taken on what a failed kernel actually leaves behind: NaN elements (a stray read of a
+poisoned pool row makes whole rows NaN, a never-written column one element per row) are compared as a
+pattern, element by element, finite elements numerically (relative L2 and the row-scaled bf16 ULPs of
 docs/results.md). Rows a hypothesis leaves undefined (nothing visible) accept 0 or NaN alike.
 """
 
@@ -28,7 +29,7 @@ RULE = (
     f"explained: the best hypothesis that changes the output on this workload matches the candidate within "
     f"bf16 noise (rel L2 <= {NOISE_REL_L2:g}, mean row-scaled error <= {NOISE_MEAN_ROW_ULP:g} ULP, the same "
     f"NaN rows) and scores at least {FAR_BETTER:g}x better than the correct output "
-    "(score = rel L2 + fraction of rows whose NaN-ness differs); for a pair that failed its bound, the "
+    "(score = rel L2 + fraction of elements whose NaN-ness differs); for a pair that failed its bound, the "
     "hypothesis must also reproduce the output within that bound's limits, and the output never 'matches "
     "the reference'; matches-reference: the correct output itself is within that noise; otherwise no "
     "hypothesis explains it"
@@ -37,10 +38,10 @@ RULE = (
 
 @dataclass(frozen=True)
 class Match:
-    rel_l2: float  # on rows finite on both sides
+    rel_l2: float  # on elements finite on both sides
     max_row_ulp: float
     mean_row_ulp: float
-    nan_mismatch: float  # fraction of (token, head) rows finite on one side only
+    nan_mismatch: float  # fraction of elements finite on one side only
     rows: int  # rows compared numerically
 
     @property
@@ -79,20 +80,21 @@ def _round(value: float) -> float:
 
 @dataclass(frozen=True)
 class Prepared:
-    """One side of a match, converted once: float64 on the CPU, its bad rows, the rows' bf16 ULP size."""
+    """One side of a match, converted once: float64 on the CPU, its NaN/Inf elements, the rows' bf16 ULP."""
 
-    values: torch.Tensor  # (T, H, D) float64, NaN rows zeroed
-    bad: torch.Tensor  # (T, H) a non-finite element in the row
+    values: torch.Tensor  # (T, H, D) float64, non-finite elements zeroed
+    bad: torch.Tensor  # (T, H, D) non-finite elements: NaN-ness is compared element by element
     free: torch.Tensor  # (T, H) rows a prediction leaves undefined (all False for a candidate)
-    ulp: torch.Tensor  # (T, H) bf16 spacing at the row's largest magnitude
-    norm2: torch.Tensor  # (T, H) squared L2 norm of each row
+    ulp: torch.Tensor  # (T, H) bf16 spacing at the row's largest finite magnitude
+    norm2: torch.Tensor  # (T, H) squared L2 norm of each row's finite elements
 
     @classmethod
     def of(cls, output: torch.Tensor, free: torch.Tensor | None = None) -> Prepared:
         values = output.detach().to("cpu", torch.float64)
-        bad = ~values.isfinite().all(-1)
-        values = torch.where(bad[..., None], torch.zeros_like(values), values)
-        free = free.detach().cpu() if free is not None else torch.zeros_like(bad)
+        bad = ~values.isfinite()
+        values = values.masked_fill(bad, 0.0)
+        rows = bad.shape[:-1]
+        free = free.detach().cpu() if free is not None else torch.zeros(rows, dtype=torch.bool)
         return cls(values, bad, free, bf16_spacing(values.abs().amax(-1)), values.square().sum(-1))
 
     @classmethod
@@ -101,24 +103,27 @@ class Prepared:
 
 
 def match_prepared(c: Prepared, p: Prepared) -> Match:
-    """`c` (a candidate) against `p` (what a hypothesis, or the correct computation, says it should be)."""
-    forgiven = p.free & c.bad  # an undefined row: a kernel's NaN is as good as its 0
+    """`c` (a candidate) against `p` (what a hypothesis, or the correct computation, says it should be).
+
+    NaN-ness is compared element by element (one never-written column is 1/512 of a row, not a NaN row);
+    the numbers are compared on the elements finite on both sides."""
+    forgiven = (p.free & c.bad.any(-1))[..., None]  # an undefined row: a kernel's NaN is as good as its 0
     mismatch = (c.bad != p.bad) & ~forgiven
     compared = ~c.bad & ~p.bad
-    absdiff = (c.values - p.values).abs()
-    err2 = float(absdiff.square().sum(-1)[compared].sum())
-    denominator = float(p.norm2[compared].sum()) or float(c.norm2[compared].sum())
+    absdiff = (c.values - p.values).abs() * compared
+    err2 = float(absdiff.square().sum())
+    denominator = float((p.values.square() * compared).sum()) or float((c.values.square() * compared).sum())
     rel = (err2 / denominator) ** 0.5 if denominator > 0 else 0.0
-    scaled = compared & ~p.free  # ULPs of an undefined row's 0 mean nothing
-    columns = absdiff.shape[-1]
+    scaled = compared.any(-1) & ~p.free  # ULPs of an undefined row's 0 mean nothing
     row_max = (absdiff.amax(-1) / p.ulp)[scaled]
     row_sum = (absdiff.sum(-1) / p.ulp)[scaled]
+    elements = int(compared.sum(-1)[scaled].sum())
     return Match(
         rel_l2=rel,
         max_row_ulp=float(row_max.max()) if row_max.numel() else 0.0,
-        mean_row_ulp=float(row_sum.sum()) / (row_sum.numel() * columns) if row_sum.numel() else 0.0,
+        mean_row_ulp=float(row_sum.sum()) / elements if elements else 0.0,
         nan_mismatch=float(mismatch.float().mean()) if mismatch.numel() else 0.0,
-        rows=int(compared.sum()),
+        rows=int(compared.any(-1).sum()),
     )
 
 
