@@ -145,6 +145,23 @@ def test_rel_l2_of_a_scaled_tensor(factor):
     assert f.max_abs == pytest.approx(abs(factor - 1) * float(ref.abs().max()), rel=1e-12)
 
 
+def test_a_uniform_gain_of_one_bf16_step_hides_under_row_ulps_but_not_under_the_gain_figure():
+    """bf16(truth x (1 + 2^-8)) against the float truth: inside max_row_ulp 1.5 and mean 0.2 (the shipped
+    cuda-emu bound), 1.0 in gain units; the controls (the truth rounded to bf16) stay near 0."""
+    truth = reference_output(21, torch.float64)
+    gained = parity_figures((truth * (1 + 2**-8)).to(torch.bfloat16), truth)
+    assert gained.gain == pytest.approx(1.0, abs=0.1)
+    limits = bound(max_row_ulp=1.5, mean_row_ulp=0.2, abs_gain=0.25)
+    verdict = judge(limits, gained, "candidate")
+    assert verdict.status == FAIL and [r.split()[0] for r in verdict.reasons] == ["abs_gain"]
+    shrunk = parity_figures((truth * (1 - 2**-8)).to(torch.bfloat16), truth)
+    assert shrunk.gain == pytest.approx(-1.0, abs=0.1) and shrunk.abs_gain == -shrunk.gain
+    control = parity_figures(truth.to(torch.bfloat16), truth)
+    assert abs(control.gain) <= 0.1 and judge(limits, control, "candidate").status == PASS
+    assert parity_figures(truth, truth).gain == 0.0
+    assert "gain" in control.to_json()
+
+
 def test_shapes_must_match():
     ref = reference_output(10)
     with pytest.raises(ValueError, match="shapes differ"):

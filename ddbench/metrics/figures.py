@@ -12,6 +12,9 @@ from ddbench.metrics.ulp import lattice_ulps, row_scaled_ulps, ulps_vs_float
 QUANTILE = 0.999
 
 
+GAIN_UNITS = 2.0**8  # the gain figure counts bf16 steps (2^-8 relative)
+
+
 @dataclass(frozen=True)
 class ParityFigures:
     mode: str  # "lattice" (two bf16 outputs) or "vs-float" (against a float reference)
@@ -29,6 +32,13 @@ class ParityFigures:
     unwritten: int  # still holding the poison pattern
     against_nonfinite: int
     worst: tuple[int, int, int] | None  # (token, head, column) of the worst row-scaled error
+    # Least-squares scale of the candidate against the reference, <o, r> / <r, r> - 1, in units of 2^-8 (one
+    # bf16 step): a uniform gain of one step sits under row-scaled ULP limits but shows here as 1.0.
+    gain: float = 0.0
+
+    @property
+    def abs_gain(self) -> float:
+        return abs(self.gain)
 
     def to_json(self) -> dict[str, object]:
         out = asdict(self)
@@ -56,6 +66,8 @@ def parity_figures(candidate: torch.Tensor, against: torch.Tensor) -> ParityFigu
     ok_element, ok_row, ok_diff = element[finite], row[finite], diff[finite]
     ref_finite = ref.double()[finite]
     norm = float(ref_finite.norm())
+    # <o, r> / <r, r> - 1 as <o - r, r> / <r, r>: exactly 0 for identical outputs
+    excess = float(((cand.double()[finite] - ref_finite) * ref_finite).sum())
     worst = None
     if ok_row.numel():
         flat = row.masked_fill(~finite, -1.0).flatten().argmax()
@@ -76,4 +88,5 @@ def parity_figures(candidate: torch.Tensor, against: torch.Tensor) -> ParityFigu
         unwritten=unwritten,
         against_nonfinite=int((~ref.isfinite()).sum()),
         worst=worst,  # type: ignore[arg-type]
+        gain=excess / norm**2 * GAIN_UNITS if norm > 0 else 0.0,
     )

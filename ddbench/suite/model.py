@@ -7,7 +7,9 @@ from typing import Any
 
 from ddbench.suite.budget import Budget
 
-LIMIT_NAMES = ("max_row_ulp", "mean_row_ulp", "p999_ulp", "max_ulp", "max_abs", "mean_abs", "rel_l2")
+LIMIT_NAMES = (
+    "max_row_ulp", "mean_row_ulp", "p999_ulp", "max_ulp", "max_abs", "mean_abs", "rel_l2", "abs_gain",
+)  # fmt: skip
 ANY_BACKEND = "*"
 
 
