@@ -64,6 +64,15 @@ class Raises(Ones):
 
 class Reference(Ones):
     name = "reference"
+
+
+class TritonCopy(Ones):
+    name = "triton-copy"  # a user's kernel exactly as good as SGLang's: a bit copy of its output
+
+    def run(self, inputs):
+        from ddbench.backends import get_backend
+
+        return get_backend("triton").run(inputs)
 """
 
 
@@ -105,8 +114,24 @@ def test_a_known_wrong_kernel_in_backends_is_refused_not_passed():
     )
     assert result.exit_code == 2
     assert "mutant-emu:mask-stride" in result.stderr and "no parity bound" in result.stderr
-    assert "Bounds exist for: cuda, cuda-emu, triton" in result.stderr
+    assert "Bounds exist for: candidate, cuda, cuda-emu, triton" in result.stderr
     assert "passed" not in result.stdout
+
+
+def test_a_kernel_as_exact_as_triton_passes_as_candidate_and_fails_the_project_kernels_bounds(
+    tmp_path, monkeypatch
+):
+    """`--as candidate`: no worse than Triton + 1 row-ULP against fp64 and within 3 of Triton, the role
+    the README gives a user's kernel; `--as cuda-emu` holds it to the project kernel's own bounds (fp64
+    within 1.5 row-ULP and no bias), which SGLang's own output does not meet."""
+    (tmp_path / "wrongkern.py").write_text(WRONG)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    args = ["run", SMOKE, "-k", "q1 or star9", "--backends", "reference-fp64,triton,wrongkern:TritonCopy"]
+    judged = _run(*args, "--as", "candidate")
+    assert judged.exit_code == 0, judged.output
+    assert judged.stdout.strip().splitlines()[-1].startswith("passed: 2 passed, 0 failed")
+    strict = _run(*args, "--as", "cuda-emu")
+    assert strict.exit_code == 1 and "abs_gain" in strict.stdout
 
 
 def test_with_as_the_same_kernel_is_judged_and_fails():
