@@ -44,7 +44,7 @@ def plans() -> dict[str, list[str]]:
 
 
 HARDWARE = "cuda"
-NOT_RUN = {HARDWARE, "candidate"}  # the GPU kernel, and the role a user's kernel is judged in (--as candidate)
+NOT_RUN = {HARDWARE, "candidate"}  # the GPU kernel, and the role a user kernel is judged in (--as)
 MAX_ROW_ULP, MEAN_ROW_ULP = 1.5, 0.2  # the suites' bound of cuda-emu against reference-fp64
 LSE_ATOL = 2e-3  # P is rounded to bf16 before it is summed: |d lse| <= ln(1 + 2^-9) = 1.95e-3
 
