@@ -68,6 +68,19 @@ def test_the_emulated_launches_are_modeled_with_ptxas_registers(inputs):
         assert not any("registers per thread unknown" in n for n in case["cuda"]["notes"])
 
 
+def test_full_only_leaves_out_the_cases_that_would_be_sampled(tmp_path, monkeypatch):
+    import ddbench.runner.emulated_counters as emulated
+
+    out = tmp_path / "p.json"
+    kept = _run("--json", str(out), "--no-sanitize", "--full-only")
+    assert kept.exit_code == 0, kept.output
+    assert "left out" not in kept.output  # the smoke cases are small: nothing to leave out
+    assert json.loads(out.read_text())["cases"]
+    monkeypatch.setattr(emulated, "SAMPLE_ABOVE", 0)
+    none = _run("--json", str(out), "--no-sanitize", "--full-only")
+    assert none.exit_code == 2 and "every selected case would be sampled" in none.output
+
+
 def test_a_big_case_is_counted_on_one_cta_per_shape_and_says_so(tmp_path, monkeypatch):
     import ddbench.runner.emulated_counters as emulated
 

@@ -24,6 +24,7 @@ from ddbench.model.kernel_time import LAUNCH_MODES
 from ddbench.model.model_baseline import Tolerances, baseline_document, case_tolerances, regressions
 from ddbench.model.profile import CaseProfile, profile_document, profile_markdown, table_rows
 from ddbench.model.profile_plot import profile_png
+from ddbench.runner.emulated_counters import would_be_sampled
 from ddbench.runner.model_profiles import calibration_of, model_cases
 from ddbench.suite.load import read_json
 from ddbench.suite.model import Case
@@ -110,6 +111,11 @@ def _print(profiles: list[CaseProfile], title: str) -> None:
     show_default=True,
     help="Run the counted launch under the emulation's racecheck and memcheck; exit 1 on a finding.",
 )
+@click.option(
+    "--full-only",
+    is_flag=True,
+    help="Leave out the cases that would be counted on one CTA per work shape (big ones); say how many.",
+)
 def profile_command(
     suites: tuple[str, ...],
     filter_expr: str | None,
@@ -125,6 +131,7 @@ def profile_command(
     max_cuda_over_triton: float | None,
     plot_path: str | None,
     sanitize: bool,
+    full_only: bool,
 ) -> None:
     """Model the custom kernel's time on a GPU from the emulation's counters (every figure is modeled)."""
     reads = [*suites, *(p for p in (counters_path, registers_path, baseline_path) if p)]
@@ -139,6 +146,13 @@ def profile_command(
             check_writable(path, option, reads)
     cases = select_cases(load_suites(suites), filter_expr)
     require_cases(cases, filter_expr)
+    left_out = 0
+    if full_only and counters_path is None:
+        kept = [c for c in cases if not would_be_sampled(c)]
+        left_out = len(cases) - len(kept)
+        if not kept:
+            raise InputError("--full-only: every selected case would be sampled", path="--full-only")
+        cases = kept
     gpu = gpu_spec(gpu_key)
     calibration = calibration_of(gpu)
     given = None if counters_path is None else _counters_from_file(counters_path, cases)
@@ -148,6 +162,8 @@ def profile_command(
     _print(profiles, title)
     for note in notes:
         stdout.print(f"note: {note}", highlight=False)
+    if left_out:
+        stdout.print(f"note: --full-only left out {left_out} case(s) that would be sampled", highlight=False)
     sanitized = modeled.sanitized
     dirty = {i: v for i, v in sanitized.items() if not v["clean"]}
     if sanitized:

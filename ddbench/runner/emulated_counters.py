@@ -33,6 +33,11 @@ def emulation_work(case: Case) -> int:
     return sum(prefix + case.q_len for prefix in case.prefix_lens) * row_tiles
 
 
+def would_be_sampled(case: Case) -> bool:
+    """Whether `emulated_counters` counts the case on one CTA per work shape rather than every CTA."""
+    return emulation_work(case) > SAMPLE_ABOVE
+
+
 def emulated_counters(case: Case, gpu: GpuSpec, sanitize: bool = True) -> Mapping[str, Any]:
     """The counters document of one counted launch; with `sanitize`, the same launch under racecheck and
     memcheck, its findings under `"sanitizer"` (of the CTAs that ran, in a sampled run)."""
@@ -40,7 +45,7 @@ def emulated_counters(case: Case, gpu: GpuSpec, sanitize: bool = True) -> Mappin
     status = backend.availability()
     if not status.ok:
         raise BackendUnavailable(f"profile: unavailable: {status.detail}")
-    sampled = emulation_work(case) > SAMPLE_ABOVE
+    sampled = would_be_sampled(case)
     inputs = generate_inputs(case, torch.device("cpu"))
     run = backend.run_traced(
         inputs, counters=True, sanitize=sanitize, group_shapes=True, one_cta_per_shape=sampled
