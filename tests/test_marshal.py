@@ -21,7 +21,7 @@ from ddbench.inputs import check_inputs, generate_inputs
 from ddbench.inputs.layout import VerifyInputs, poison_
 from ddbench.kernel.launch import prepare_launch
 from ddbench.kernel.marshal import MASK_WORD_BITS, KernelInputs, marshal
-from ddbench.kernel.plan import BLOCK_M, BLOCK_N, MIN_TILES_PER_CTA, plan_launch
+from ddbench.kernel.plan import BLOCK_M, BLOCK_N, MIN_TILES_PER_CTA, WHOLE_WAVES, plan_launch
 from ddbench.suite import Case, parse_suite
 
 # Generated batches: prefix 0 next to non-zero prefixes, q_len 1, q_len 33 and 65 (two and three 32-bit mask
@@ -397,6 +397,7 @@ def test_row_tiles_cover_every_token_head_row(heads, max_q_len, row_tiles):
         (4, 8, 33, 1024, 188, 188, False),  # 1197 units: one wave of the GPU
         (1, 16, 65, 4096, 188, 188, False),
         (64, 8, 9, 1000, 188, 188, False),  # 192 row tiles: balanced ranges beat 1.02 waves
+        (16, 16, 65, 128, 188, 528, True),  # 528 row tiles, 2.8 waves: whole beats parts
         (1, 128, 1, 100, 188, 4, True),  # 4 row tiles of 4 key tiles
         (1, 8, 9, 4096, 16, 16, False),  # a small GPU
     ],
@@ -420,7 +421,8 @@ def test_plan_bounds():
         units = plan.row_tiles * -(-keys // BLOCK_N)
         shape = (batch, heads, q_len, prefix)
         if plan.whole_row_tiles:
-            assert plan.ctas == row_tiles and units <= MIN_TILES_PER_CTA * row_tiles, shape
+            assert plan.ctas == row_tiles, shape
+            assert units <= MIN_TILES_PER_CTA * row_tiles or row_tiles >= WHOLE_WAVES * sm_count, shape
         else:
             assert min(sm_count, row_tiles) <= plan.ctas <= sm_count, shape  # one wave, no fewer than needed
             if row_tiles < plan.ctas < sm_count:  # sized by the work: about MIN_TILES_PER_CTA units each

@@ -22,6 +22,9 @@ DEFAULT_SM_COUNT = 188  # RTX PRO 6000 Blackwell; the emulation plans as if on i
 # writes for the combine (64 KB per row tile) costs more than the tiles it saves. When the row tiles average
 # at most this many tiles, each runs whole in one CTA.
 MIN_TILES_PER_CTA = 4
+# With at least this many waves of whole row tiles, the tail costs less than splitting them into parts (the
+# k26-verify bs16 q_len 64 cases at prefix 128 were modeled 1.6x slower split).
+WHOLE_WAVES = 2
 
 
 @dataclass(frozen=True)
@@ -67,12 +70,14 @@ def plan_launch(
     row_tiles = -(-(max_q_len * heads) // BLOCK_M)
     all_row_tiles = batch_size * row_tiles
     units = estimated_units(row_tiles, total_keys)
-    if whole_row_tiles is None:
-        whole_row_tiles = ctas is None and units <= all_row_tiles * MIN_TILES_PER_CTA
+    slots = max(1, sm_count * CTAS_PER_SM)
+    if whole_row_tiles is None:  # short row tiles, or enough of them for waves without parts to combine
+        whole_row_tiles = ctas is None and (
+            units <= all_row_tiles * MIN_TILES_PER_CTA or all_row_tiles >= WHOLE_WAVES * slots
+        )
     if whole_row_tiles:
         return LaunchPlan(ctas=all_row_tiles, whole_row_tiles=max(1, row_tiles), row_tiles=row_tiles)
     if ctas is None:
-        slots = max(1, sm_count * CTAS_PER_SM)
         ctas = min(slots, max(all_row_tiles, -(-units // MIN_TILES_PER_CTA)))  # 0 for an empty batch
     return LaunchPlan(
         ctas=ctas, whole_row_tiles=0, row_tiles=row_tiles
