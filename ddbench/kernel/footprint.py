@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import torch
 
+from ddbench.inputs.footprint import FP32_BYTES as FP32
 from ddbench.kernel.launch import PreparedLaunch
 from ddbench.kernel.plan import BLOCK_M
 from ddbench.kernel.work_split import cta_segments, request_extents
 from ddbench.mla import HEAD_DIM_V, KV_ROW_BYTES
 
-SECTOR = 32
-FP32 = 4
+SECTOR = 32  # bytes (ddbench.model.counters_input.SECTOR_BYTES sits in a higher layer)
 
 
 def _sectors(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
