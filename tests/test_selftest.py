@@ -34,7 +34,7 @@ def test_every_mutant_is_caught_and_diagnosed_on_the_smoke_suite(smoke):
     assert result.exit_code == 0, result.output
     expected = {f"mutant:{h.name}" for h in HYPOTHESES} | {f"mutant-emu:{n}" for n in EMU_MISTAKES}
     assert {m["name"] for m in report["mutants"]} == expected
-    assert len(expected) == len(HYPOTHESES) + 12
+    assert len(expected) == len(HYPOTHESES) + 19
     for m in report["mutants"]:
         assert m["caught"] > 0 and m["diagnosed"] > 0 and m["ok"], m["name"]
         assert m["holes"] == [], f"{m['name']} changed the output and passed on {m['holes']}"
@@ -69,10 +69,10 @@ def test_outcomes_say_why(smoke):
 def test_terminal_and_markdown_tables(smoke):
     out = smoke["result"].stdout
     assert "mutation self-test" in out and "mutant-emu:draft-missing" in out
-    assert "kill rate 25/25 (100%), diagnosis rate 25/25 (100%)" in out
+    assert "kill rate 40/40 (100%), diagnosis rate 40/40 (100%)" in out
     md = smoke["markdown"]
     assert md.startswith("### Mutation self-test") and "Kill rate **100%**" in md
-    assert "| `mutant-emu:causal-mask` | 13/16 | 13/13 |" in md
+    assert "| `mutant-emu:causal-mask` | 13/17 | 13/13 |" in md
 
 
 def test_a_mutant_no_case_exposes_exits_1(tmp_path):

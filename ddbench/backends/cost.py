@@ -34,13 +34,19 @@ repeats differ by up to 2x:
 Units of work: `reference` a cost per request, per score element (H x q_len x keys) and per head-key row
 (H x keys: its batched einsums read the keys once per head); `cuda-emu` a fixed cost and one per score
 element; `triton` the interpreter's block iterations (SGLang picks 32 x 32 blocks off CUDA/ROCm for head
-dim 576: every request, head and 32-query block walks its prefix and its draft keys 32 at a time);
-generation a fixed cost and one per random number drawn. Fit error, |estimate - measured| / measured,
-on the cases of 1 s or more (median, max): reference 25 %, 37 %; reference-fp64 27 %, 92 %; cuda-emu 3 %,
-40 %; triton 39 %, 98 %; generation 55 %, 58 %. Below 1 s the error is up to 0.3 s (a fixed cost per call
-that varies run to run). So read a figure as its order of magnitude: within a factor of two. GPU time
-(`cuda`, `triton` on a GPU) is not estimated: microseconds to milliseconds per call after a one-off
-compile, and the run names it as unknown.
+dim 576: every request, head and 32-query block walks its prefix and its draft keys 32 at a time) and a
+cost per program; generation a fixed cost and one per random number drawn. Fit error, |estimate -
+measured| / measured, on the cases of 1 s or more (median, max): reference 25 %, 37 %; reference-fp64 27 %,
+92 %; cuda-emu 3 %, 40 %; generation 55 %, 58 %. Below 1 s the error is up to 0.3 s (a fixed cost per call
+that varies run to run). So read a figure as its order of magnitude: within a factor of two.
+
+The Triton figures were refit (2026-12-01) on warm calls in one process, 1 torch thread, an idle machine:
+13 ms per program and 4.1 ms per block iteration fit h8 bs1 q9 at prefix 0 / 2048 / 8192 (0.12 / 2.18 /
+8.60 s), h2 bs8 p512 q9 (1.42 s), h8 p256 q65 (1.30 s) and h16 bs2 p128 q4 (1.03 s) within 25 %, and two
+`ddbench run` cases (h8 p16384: 16.7 s measured, 16.9 estimated; h8 bs8 ragged to p3000: 8.4 s, 8.7). The
+table's Triton column, from fresh processes on a loaded machine, is 5-10x slower per iteration; the old
+one-term fit to it overestimated a 16k prefix 15x. GPU time (`cuda`, `triton` on a GPU) is not estimated:
+microseconds to milliseconds per call after a one-off compile, and the run names it as unknown.
 """
 
 from __future__ import annotations
@@ -77,7 +83,9 @@ REFERENCE_RATES = {
 }
 CUDA_EMU_FIXED_S = 0.060
 CUDA_EMU_PER_SCORE_S = 1.33e-6
-TRITON_PER_BLOCK_ITERATION_S = 0.0673
+# Refit on warm calls inside one process (1 torch thread, machine otherwise idle; see the docstring):
+TRITON_PER_PROGRAM_S = 0.013
+TRITON_PER_BLOCK_ITERATION_S = 0.0041
 
 REFERENCE_ACCUMULATION_BYTES = {"reference": FP32_BYTES, "reference-fp64": FP64_BYTES}
 GPU_ONLY = frozenset({"cuda"})
@@ -115,6 +123,11 @@ class EstimateCheck:
 
     refuse: bool
     reason: str
+
+
+def triton_programs(case: Case) -> int:
+    """Programs of SGLang's extend grid under the interpreter: (request, head, 32-query block)."""
+    return case.batch_size * case.heads_per_rank * -(-case.q_len // TRITON_CPU_BLOCK)
 
 
 def triton_block_iterations(case: Case) -> int:
@@ -176,7 +189,9 @@ def _cpu_seconds(backend: str, case: Case, footprint: InputFootprint) -> float |
     if backend == "cuda-emu":
         return CUDA_EMU_FIXED_S + CUDA_EMU_PER_SCORE_S * footprint.score_elements
     if backend == "triton":
-        return TRITON_PER_BLOCK_ITERATION_S * triton_block_iterations(case)
+        return TRITON_PER_PROGRAM_S * triton_programs(
+            case
+        ) + TRITON_PER_BLOCK_ITERATION_S * triton_block_iterations(case)
     if backend == "captured":
         return 0.0
     return None

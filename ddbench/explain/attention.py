@@ -71,13 +71,17 @@ def request_bounds(x: VerifyInputs) -> list[tuple[int, int, int, int, int]]:
     return [(qo[r], qo[r + 1], kv[r], kv[r + 1], mk[r]) for r in range(x.batch_size)]
 
 
-def read_draft_mask(x: VerifyInputs, request: int, row_stride: int, column_offset: int) -> torch.Tensor:
+def read_draft_mask(
+    x: VerifyInputs, request: int, row_stride: int, column_offset: int, mask0: int | None = None
+) -> torch.Tensor:
     """(q_len, q_len) bool: the draft block of `request` read from custom_mask with a given geometry.
 
-    Row i, column j is `custom_mask[mask_indptr[r] + i * row_stride + column_offset + j]`, exactly what a
-    kernel with that geometry reads, including rows of other requests; past the buffer's end reads False.
+    Row i, column j is `custom_mask[mask0 + i * row_stride + column_offset + j]` (mask0: the request's
+    mask_indptr unless given), exactly what a kernel with that geometry reads, including rows of other
+    requests; past the buffer's end reads False.
     """
-    q0, q1, _, _, mask0 = request_bounds(x)[request]
+    q0, q1, _, _, own_mask0 = request_bounds(x)[request]
+    mask0 = own_mask0 if mask0 is None else mask0
     q_len = q1 - q0
     i = torch.arange(q_len, device=x.custom_mask.device)
     flat = mask0 + i[:, None] * row_stride + column_offset + i[None, :]

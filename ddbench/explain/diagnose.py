@@ -23,6 +23,7 @@ from ddbench.explain.rank import (
     Prepared,
     Ranked,
     match_prepared,
+    measures,
     rank,
     verdict,
 )
@@ -109,24 +110,27 @@ class Explainer:
                     evaluated = self._predicted(h, v, self.context)
                     if evaluated is not None:
                         self._fixed[h.name, v.name] = evaluated
-        self._visible: dict[str, bool] = {}
+        self._visible: dict[tuple[str, bool], bool] = {}
 
     @property
     def correct(self) -> Prediction:
         return self.context.correct
 
-    def changes_output(self, hypothesis: str) -> bool:
-        """Whether the mistake shows at all on this workload (a causal mask on a chain does not).
+    def changes_output(self, hypothesis: str, first_variant_only: bool = False) -> bool:
+        """Whether the mistake shows at all on this workload (a causal mask on a chain does not); with
+        `first_variant_only`, as its mutant makes it (the first variant: a 2048-key window, not 512).
 
         A variant fitted to the candidate is judged by what it predicts without one (its reference mutant).
         """
-        if hypothesis not in self._visible:
+        key = (hypothesis, first_variant_only)
+        if key not in self._visible:
             h = next(h for h in self.hypotheses if h.name == hypothesis)
+            variants = h.variants[:1] if first_variant_only else h.variants
             predictions = (
-                self._fixed.get((h.name, v.name)) or self._predicted(h, v, self.context) for v in h.variants
+                self._fixed.get((h.name, v.name)) or self._predicted(h, v, self.context) for v in variants
             )
-            self._visible[hypothesis] = any(p is not None and p.distinct for p in predictions)
-        return self._visible[hypothesis]
+            self._visible[key] = any(p is not None and p.distinct for p in predictions)
+        return self._visible[key]
 
     def _predicted(self, hypothesis: Hypothesis, variant: Variant, ctx: Context) -> _Evaluated | None:
         """The variant's prediction, or None (and the reason kept) when it cannot apply to these inputs."""
@@ -138,8 +142,8 @@ class Explainer:
 
     def _evaluated(self, prediction: Prediction) -> _Evaluated:
         prepared = Prepared.of_prediction(prediction)
-        distinct = not match_prepared(prepared, self._correct).within_noise()
-        return _Evaluated(prediction, prepared, distinct)
+        against = match_prepared(prepared, self._correct)
+        return _Evaluated(prediction, prepared, not against.within_noise(), against)
 
     def _prediction(
         self, hypothesis: Hypothesis, variant: Variant, candidate: torch.Tensor
@@ -166,7 +170,13 @@ class Explainer:
                 if e is None:
                     continue
                 entry = Ranked(
-                    h.name, h.title, h.why, v.name, v.how, match_prepared(c, e.prepared), e.distinct
+                    h.name,
+                    h.title,
+                    h.why,
+                    v.name,
+                    v.how,
+                    match_prepared(c, e.prepared),
+                    e.distinct_at(failed_bound),
                 )
                 if best is None or rank([entry, best[0]])[0] is entry:
                     best = (entry, e)
@@ -202,7 +212,14 @@ class Explainer:
 class _Evaluated:
     prediction: Prediction
     prepared: Prepared
-    distinct: bool  # differs from the correct output on this workload
+    distinct: bool  # differs from the correct output on this workload, beyond bf16 noise
+    against_correct: Match  # the prediction against the correct output
+
+    def distinct_at(self, bound: Mapping[str, float] | None) -> bool:
+        """Beyond noise, or (for a failed pair) outside the bound that pair failed."""
+        if self.distinct or bound is None:
+            return self.distinct
+        return measures(bound) and not self.against_correct.within_limits(bound)
 
 
 def explain(inputs: VerifyInputs, candidate: torch.Tensor) -> Diagnosis:

@@ -9,6 +9,7 @@ backend, so `ddbench selftest` can prove that the suite catches it and that `exp
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,6 +28,8 @@ from ddbench.mla import HEAD_DIM_QK, HEAD_DIM_V, ROPE_DIM
 
 SCALE_576 = HEAD_DIM_QK**-0.5  # 1/sqrt(576): the absorbed width, a classic wrong scale
 SCALE_192 = 192**-0.5  # qk_head_dim^-0.5 without YaRN's mscale^2
+TRUNCATED_PREFIX_KEYS = (2048, 512, 1024, 4096)  # prefix windows a port keeps (tile or split sizes)
+SPLIT_KEYS = (512, 256, 1024, 2048)  # split-KV chunks tried for an LSE-less combine (first: the mutant's)
 
 
 class NotApplicable(Exception):
@@ -155,6 +158,36 @@ def _drafts_twice(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
     return plan.with_requests(edit)
 
 
+def _prefix_window(first: bool, keys: int) -> Callable[[VerifyInputs, AttentionPlan], AttentionPlan]:
+    """Only the first (or last) `keys` prefix keys of each request attended, the draft keys as they are."""
+
+    def plan_edit(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+        def edit(r: int, req: RequestPlan) -> RequestPlan:
+            prefix = _prefix_of(req)
+            if prefix <= keys:
+                return req
+            window = torch.arange(keys) if first else torch.arange(prefix - keys, prefix)
+            kept = torch.cat([window, torch.arange(prefix, req.key_slots.numel())]).to(req.key_slots.device)
+            slots, visible, draft = req.key_slots[kept], req.visible[:, kept], req.draft_keys[kept]
+            return RequestPlan(req.q0, req.q1, slots, visible, draft)
+
+        return plan.with_requests(edit)
+
+    return plan_edit
+
+
+def _prefix_without_request_offset(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    """Request r reads kv_indices[0 : its prefix length]: kv_indptr[r] never added (request 0's keys)."""
+    indices = x.kv_indices.long()
+
+    def edit(r: int, req: RequestPlan) -> RequestPlan:
+        prefix = _prefix_of(req)
+        slots = torch.cat([indices[:prefix], req.key_slots[prefix:]])
+        return RequestPlan(req.q0, req.q1, slots, req.visible, req.draft_keys)
+
+    return plan.with_requests(edit)
+
+
 # --- which mask ---------------------------------------------------------------------------------------------
 
 
@@ -172,6 +205,31 @@ def _transposed(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
     return _with_draft_block(x, plan, lambda r, req: _tree_of(req).transpose(0, 1))
 
 
+def _mask_without_request_offset(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    """Every request's tree mask read from mask_indptr[0] with its own geometry (request 0's bits)."""
+    return _with_draft_block(
+        x, plan, lambda r, req: read_draft_mask(x, r, _prefix_of(req) + req.q1 - req.q0, _prefix_of(req), 0)
+    )
+
+
+def _diagonal_missing(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    def block(r: int, req: RequestPlan) -> torch.Tensor:
+        tree = _tree_of(req)
+        return tree & ~torch.eye(tree.shape[0], dtype=torch.bool, device=tree.device)
+
+    return _with_draft_block(x, plan, block)
+
+
+def _depth_causal(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    """Draft i sees every draft no deeper than itself: the tree flattened into levels, siblings visible."""
+
+    def block(r: int, req: RequestPlan) -> torch.Tensor:
+        depth = _tree_of(req).sum(-1)  # ancestors and itself
+        return depth[None, :] <= depth[:, None]
+
+    return _with_draft_block(x, plan, block)
+
+
 # --- query, scale, values -----------------------------------------------------------------------------------
 
 
@@ -186,6 +244,48 @@ def _scale(value: float) -> Callable[[VerifyInputs, AttentionPlan], AttentionPla
 
 def _v_last_columns(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
     return plan.replace(v_columns=(ROPE_DIM, HEAD_DIM_QK))
+
+
+def _rope_dropped(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    q = plan.q.clone()
+    q[..., HEAD_DIM_V:] = 0
+    return plan.replace(q=q)
+
+
+def _exp2_without_log2e(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
+    """exp2(s) for exp(s): the scores scaled by ln 2 (log2(e) was never folded into the scale)."""
+    return plan.replace(sm_scale=plan.sm_scale * math.log(2.0))
+
+
+def _key_chunk(start: int, end: int) -> Callable[[int, RequestPlan], RequestPlan]:
+    """A request edit keeping only its keys [start, end)."""
+
+    def edit(r: int, req: RequestPlan) -> RequestPlan:
+        keys = slice(start, end)
+        return RequestPlan(req.q0, req.q1, req.key_slots[keys], req.visible[:, keys], req.draft_keys[keys])
+
+    return edit
+
+
+def _splits_averaged(keys: int) -> Callable[[Context], Prediction]:
+    """Split-KV over chunks of `keys` keys, each chunk's softmax output right, the chunks averaged (each
+    row over the chunks where it sees a key) instead of weighted by their log-sum-exp."""
+
+    def predict(ctx: Context) -> Prediction:
+        plan = ctx.plan
+        longest = max((req.key_slots.numel() for req in plan.requests), default=0)
+        total = torch.zeros_like(ctx.correct.output)
+        count = torch.zeros(ctx.correct.output.shape[:2], dtype=total.dtype, device=total.device)
+        for start in range(0, longest, keys):
+            chunk = _key_chunk(start, start + keys)
+            part = evaluate(plan.with_requests(chunk))
+            seen = ~part.free
+            total += torch.where(seen[..., None], part.output, torch.zeros_like(part.output))
+            count += seen.to(count.dtype)
+        out = total / count.clamp(min=1)[..., None]
+        return Prediction(out, ctx.correct.free, ctx.correct.tree_mass)
+
+    return predict
 
 
 # --- edits of the output ------------------------------------------------------------------------------------
@@ -331,6 +431,87 @@ HYPOTHESES: tuple[Hypothesis, ...] = (
                 "keys: prefix, drafts unmasked, drafts under the tree mask",
                 _planned(_drafts_twice),
             ),
+        ),
+    ),
+    Hypothesis(
+        "prefix-truncated",
+        "only part of the prefix attended (its first or last N keys)",
+        "a loop bound, window or split count that stops short of the whole prefix",
+        tuple(
+            Variant(
+                f"{'first' if first else 'last'}-{keys}",
+                f"only the {'first' if first else 'last'} {keys} prefix keys of each request",
+                _planned(_prefix_window(first, keys)),
+            )
+            for keys in TRUNCATED_PREFIX_KEYS
+            for first in (False, True)
+        ),
+    ),
+    Hypothesis(
+        "prefix-other-request",
+        "every request attends request 0's prefix keys",
+        "kv_indices indexed without the request's kv_indptr offset",
+        (
+            Variant(
+                "no-kv-offset",
+                "request r reads kv_indices[0 : prefix_r]",
+                _planned(_prefix_without_request_offset),
+            ),
+        ),
+    ),
+    Hypothesis(
+        "mask-other-request",
+        "every request uses request 0's tree mask",
+        "custom_mask indexed without the request's mask_indptr offset",
+        (
+            Variant(
+                "no-mask-offset",
+                "request r's mask rows read from mask_indptr[0] with its own row length",
+                _planned(_mask_without_request_offset),
+            ),
+        ),
+    ),
+    Hypothesis(
+        "diagonal-missing",
+        "a draft token does not see itself",
+        "the tree mask built from strict ancestors (i > j) instead of ancestors and self",
+        (
+            Variant(
+                "strict-ancestors", "the tree mask with its diagonal cleared", _planned(_diagonal_missing)
+            ),
+        ),
+    ),
+    Hypothesis(
+        "siblings-visible",
+        "depth-causal mask: a draft sees every draft no deeper than itself",
+        "the tree flattened into levels (a per-depth causal mask) instead of the ancestor mask",
+        (
+            Variant(
+                "depth-causal", "draft i sees drafts j with depth(j) <= depth(i)", _planned(_depth_causal)
+            ),
+        ),
+    ),
+    Hypothesis(
+        "rope-dropped",
+        "scores from the 512 latent channels only (rope part dropped)",
+        "q.k over the latent width; the 64 rope channels never multiplied",
+        (Variant("latent-only", "q's 64 rope channels taken as 0", _planned(_rope_dropped)),),
+    ),
+    Hypothesis(
+        "exp2-no-log2e",
+        "exp2 without log2(e) folded into the scale",
+        "the softmax done with exp2 (as fast kernels do) but the scale left as sm_scale",
+        (Variant("exp2(s)", "scores multiplied by ln 2 before the softmax", _planned(_exp2_without_log2e)),),
+    ),
+    Hypothesis(
+        "splits-no-lse",
+        "split-KV parts averaged without their log-sum-exp weights",
+        "flash-decoding's combine written as a mean of the parts' outputs",
+        tuple(
+            Variant(
+                f"mean-of-{keys}", f"chunks of {keys} keys, their outputs averaged", _splits_averaged(keys)
+            )
+            for keys in SPLIT_KEYS
         ),
     ),
 )

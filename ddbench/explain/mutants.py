@@ -5,7 +5,8 @@
 - `mutant-emu:<hypothesis>`: the custom kernel under the CPU emulation (`cuda-emu`) fed by a mutated copy
   of the marshaling adapter (`ddbench.kernel.marshal`), or with its output handled wrongly. These are the
   real thing: the very kernel source, given what a buggy adapter would give it. `v-columns` has none (V is
-  the latent part of the kernel's own K rows; no adapter can hand it other columns).
+  the latent part of the kernel's own K rows; no adapter can hand it other columns), nor `splits-no-lse`
+  (the kernel combines its own splits; an adapter cannot reach that).
 
 The mutated adapters are written out here on purpose, apart from `explain`'s hypotheses: the self-test
 then checks two independent statements of each mistake against each other.
@@ -14,6 +15,7 @@ then checks two independent statements of each mistake against each other.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import torch
@@ -180,6 +182,54 @@ def _drafts_twice(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
     return _slot_lists(x, lambda prefix, draft: torch.cat([prefix, draft, draft]), k)
 
 
+MUTANT_PREFIX_KEYS = 2048  # prefix-truncated: the adapter hands the kernel the last 2048 prefix keys
+
+
+def _last_prefix_keys(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    return _slot_lists(x, lambda prefix, draft: torch.cat([prefix[-MUTANT_PREFIX_KEYS:], draft]), k)
+
+
+def _prefix_without_offset(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    indices = x.kv_indices.long()
+    return _slot_lists(x, lambda prefix, draft: torch.cat([indices[: prefix.numel()], draft]), k)
+
+
+def _mask_without_offset(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    def read(mask0: int, prefix: int, q_len: int) -> torch.Tensor:
+        i, j = torch.arange(q_len)[:, None], torch.arange(q_len)[None, :]
+        return _read(x, i * (prefix + q_len) + prefix + j)  # the bug: mask_indptr[r] never added
+
+    return _mask(x, k, read)
+
+
+def _own_tree(x: VerifyInputs, mask0: int, prefix: int, q_len: int) -> torch.Tensor:
+    i, j = torch.arange(q_len)[:, None], torch.arange(q_len)[None, :]
+    return _read(x, mask0 + i * (prefix + q_len) + prefix + j)
+
+
+def _strict_ancestors(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    return _mask(x, k, lambda m, p, q: _own_tree(x, m, p, q) & ~torch.eye(q, dtype=torch.bool))
+
+
+def _level_mask(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    def read(mask0: int, prefix: int, q_len: int) -> torch.Tensor:
+        depth = _own_tree(x, mask0, prefix, q_len).sum(-1)
+        return depth[None, :] <= depth[:, None]  # the bug: every draft at a depth up to one's own
+
+    return _mask(x, k, read)
+
+
+def _rope_zeroed(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    q = k.q.clone()
+    q[..., HEAD_DIM_V:] = 0
+    return dataclasses.replace(k, q=q)
+
+
+def _natural_log_scale(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    """The kernel folds log2(e) into its scale and runs exp2: this undoes the fold (exp2 of plain scores)."""
+    return dataclasses.replace(k, sm_scale=k.sm_scale * math.log(2.0))
+
+
 def _rope_first(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
     q = torch.cat([k.q[..., HEAD_DIM_V:], k.q[..., :HEAD_DIM_V]], dim=-1).contiguous()
     return dataclasses.replace(k, q=q)
@@ -212,6 +262,13 @@ EMU_MISTAKES: dict[str, tuple[KernelEdit | None, OutputEdit | None]] = {
     "draft-kv-slot": (_draft_without_offset, None),
     "output-transposed": (None, _written_head_major),
     "drafts-twice": (_drafts_twice, None),
+    "prefix-truncated": (_last_prefix_keys, None),
+    "prefix-other-request": (_prefix_without_offset, None),
+    "mask-other-request": (_mask_without_offset, None),
+    "diagonal-missing": (_strict_ancestors, None),
+    "siblings-visible": (_level_mask, None),
+    "rope-dropped": (_rope_zeroed, None),
+    "exp2-no-log2e": (_natural_log_scale, None),
 }
 
 

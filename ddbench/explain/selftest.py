@@ -3,7 +3,8 @@
 For each case and mutant: the mutant takes the place of the kernel (`as_backend`, default `cuda-emu`) and
 is judged with that backend's bounds against the torch references (bounds against other kernels, and the
 relative `no_worse_than` limit, need those kernels and are left out); `caught` = a bound fails (or the
-mutant crashes). `diagnosed` = on a case where it was caught, `explain` names the mutant's own mistake.
+mutant crashes). `diagnosed` = on a case where it was caught, `explain` names the mutant's own mistake,
+judged as a run's failing pair is (the hypothesis must reproduce the output within the bound it failed).
 Two controls, a correct bf16 output and the unmutated kernel, must pass and match the reference: if the
 bounds fail them, the self-test says nothing.
 """
@@ -192,7 +193,7 @@ def _outcome(
     explainer: Explainer,
 ) -> Outcome:
     hypothesis = capabilities(backend).hypothesis
-    visible = explainer.changes_output(hypothesis) if hypothesis else False
+    visible = explainer.changes_output(hypothesis, first_variant_only=True) if hypothesis else False
     x.fresh_output()
     try:
         out = backend.run(x).detach().clone()
@@ -200,10 +201,13 @@ def _outcome(
         reason = f"{type(err).__name__}: {err}"
         return Outcome(case.id, visible, True, (reason,), False, "", None, reason)
     reasons: list[str] = []
+    failed: dict[str, float] | None = None  # the first failed bound's limits: explain judges within them
     for bound in bounds:
         v = judge(bound, parity_figures(out, truths[bound.against]), backend.name)
         reasons += [f"vs {bound.against}: {r}" for r in v.reasons]
-    diagnosis = explainer.diagnose(out)
+        if v.reasons and failed is None:
+            failed = dict(bound.limits)
+    diagnosis = explainer.diagnose(out, failed_bound=failed)
     caught = bool(reasons)
     return Outcome(
         case.id,

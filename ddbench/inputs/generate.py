@@ -31,8 +31,9 @@ def case_generator_seed(case: Case) -> int:
 
 
 def request_trees(case: Case) -> tuple[Tree, ...]:
-    """One tree per request: stochastic kinds (EAGLE, DDTree, Medusa) differ between requests."""
-    return tuple(build_tree(case.tree, seed=case.seed * 4099 + r) for r in range(case.batch_size))
+    """One tree per request (its own spec when the case gives one per request): stochastic kinds (EAGLE,
+    DDTree, Medusa) differ between requests."""
+    return tuple(build_tree(case.tree_of(r), seed=case.seed * 4099 + r) for r in range(case.batch_size))
 
 
 def _ancestor_rows(tree: Tree, prefix: int) -> torch.Tensor:
@@ -49,12 +50,13 @@ def generate_inputs(case: Case, device: torch.device | str = "cpu") -> VerifyInp
         return _replayed(case, device)
     g = torch.Generator().manual_seed(case_generator_seed(case))
     dtype = DTYPES[case.dtype]
-    heads, q_len, bs = case.heads_per_rank, case.q_len, case.batch_size
+    heads, q_lens = case.heads_per_rank, list(case.q_lens)
     prefixes = list(case.prefix_lens)
     trees = request_trees(case)
     total_q = case.total_q
 
-    slots, pool_rows = scatter_slots([p + q_len for p in prefixes], case.page_size, g)
+    request_keys = [p + q for p, q in zip(prefixes, q_lens, strict=True)]
+    slots, pool_rows = scatter_slots(request_keys, case.page_size, g)
     prefix_slots = [s[:p] for s, p in zip(slots, prefixes, strict=True)]
     draft_slots = [s[p:] for s, p in zip(slots, prefixes, strict=True)]
 
@@ -87,7 +89,7 @@ def generate_inputs(case: Case, device: torch.device | str = "cpu") -> VerifyInp
     out_cache_loc = torch.cat(draft_slots).to(torch.int64)
     k_extend = k_buffer[out_cache_loc].clone()
     custom_mask = torch.cat([_ancestor_rows(t, p).flatten() for t, p in zip(trees, prefixes, strict=True)])
-    mask_sizes = torch.tensor([q_len * (p + q_len) for p in prefixes])
+    mask_sizes = torch.tensor([q * (p + q) for p, q in zip(prefixes, q_lens, strict=True)])
 
     inputs = VerifyInputs(
         q_extend=queries.to(dtype),
@@ -96,17 +98,17 @@ def generate_inputs(case: Case, device: torch.device | str = "cpu") -> VerifyInp
         o_extend=poison_(torch.empty(total_q, heads, HEAD_DIM_V, dtype=dtype)),
         k_buffer=k_buffer,
         v_buffer=k_buffer[..., :HEAD_DIM_V],
-        qo_indptr=_indptr([q_len] * bs, torch.int32),
+        qo_indptr=_indptr(q_lens, torch.int32),
         kv_indptr=_indptr(prefixes, torch.int32),
         kv_indices=torch.cat(prefix_slots).to(torch.int64),
         out_cache_loc=out_cache_loc,
         custom_mask=custom_mask,
         mask_indptr=_indptr(mask_sizes.tolist(), torch.int64),
         sm_scale=case.model.sm_scale,
-        max_len_extend=q_len,
+        max_len_extend=case.q_len,
         page_size=case.page_size,
         prefix_lens=tuple(prefixes),
-        q_lens=(q_len,) * bs,
+        q_lens=tuple(q_lens),
         trees=trees,
     )
     return inputs if torch.device(device).type == "cpu" else inputs.to(device)

@@ -87,6 +87,7 @@ def _info(path: Path) -> CaptureInfo:
         batch_size=x.batch_size,
         prefix_lens=tuple(x.prefix_lens),
         q_len=max(x.q_lens),
+        q_lens=tuple(x.q_lens),
         page_size=x.page_size,
         parents=tuple(x.trees[0].parents) if x.trees else None,
     )

@@ -26,13 +26,23 @@ class CaseShape:
     """What the floor and the Triton model need of a case: per-request prefixes, draft length, heads."""
 
     prefix_lens: tuple[int, ...]
-    q_len: int
+    q_len: int  # the longest request's draft tokens
     heads: int
+    q_lens: tuple[int, ...] = ()  # per request; () means q_len for every request
+
+    def __post_init__(self) -> None:
+        if not self.q_lens:
+            object.__setattr__(self, "q_lens", (self.q_len,) * len(self.prefix_lens))
 
     @classmethod
     def of(cls, case: Any) -> CaseShape:
-        """From a suite Case (or anything with prefix_lens, q_len and heads_per_rank)."""
-        return cls(tuple(case.prefix_lens), case.q_len, case.heads_per_rank)
+        """From a suite Case (or anything with prefix_lens, q_len, q_lens and heads_per_rank)."""
+        return cls(tuple(case.prefix_lens), case.q_len, case.heads_per_rank, tuple(case.q_lens))
+
+    @property
+    def keys(self) -> tuple[int, ...]:
+        """Keys per request: its prefix and its draft tokens."""
+        return tuple(p + q for p, q in zip(self.prefix_lens, self.q_lens, strict=True))
 
     @property
     def batch_size(self) -> int:
@@ -40,11 +50,11 @@ class CaseShape:
 
     @property
     def kv_bytes(self) -> int:
-        return sum(p + self.q_len for p in self.prefix_lens) * KV_ROW_BYTES
+        return sum(self.keys) * KV_ROW_BYTES
 
     @property
     def q_and_out_bytes(self) -> int:
-        return self.batch_size * self.q_len * self.heads * (Q_ROW_BYTES + OUT_ROW_BYTES)
+        return sum(self.q_lens) * self.heads * (Q_ROW_BYTES + OUT_ROW_BYTES)
 
     @property
     def compulsory_bytes(self) -> int:
@@ -52,8 +62,7 @@ class CaseShape:
 
     @property
     def flops(self) -> int:
-        rows = self.heads * self.q_len
-        return sum(FLOP_PER_ROW_KEY * rows * (p + self.q_len) for p in self.prefix_lens)
+        return sum(FLOP_PER_ROW_KEY * self.heads * q * k for q, k in zip(self.q_lens, self.keys, strict=True))
 
 
 @dataclass(frozen=True)

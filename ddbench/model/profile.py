@@ -41,6 +41,7 @@ class CaseProfile:
             "case": self.case_id,
             "prefix_lens": list(self.shape.prefix_lens),
             "q_len": self.shape.q_len,
+            "q_lens": list(self.shape.q_lens),
             "heads_per_rank": self.shape.heads,
             "cuda": self.launch.to_json(),
             "floor": {

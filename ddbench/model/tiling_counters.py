@@ -98,12 +98,11 @@ def _shared_totals(segments: list[tuple[int, int]]) -> dict[str, Any]:
 
 def tiling_counters(shape: CaseShape, sm_count: int = 188) -> dict[str, Any]:
     """The counters document of one call (verify kernel, then the combine of split row tiles), by hand."""
-    keys = [p + shape.q_len for p in shape.prefix_lens]
-    plan = plan_launch(shape.batch_size, shape.heads, shape.q_len, sum(keys), sm_count=sm_count)
-    kv_offsets = [0]
-    for k in keys:
+    plan = plan_launch(shape.batch_size, shape.heads, shape.q_len, sum(shape.keys), sm_count=sm_count)
+    kv_offsets, q_offsets = [0], [0]
+    for k, q in zip(shape.keys, shape.q_lens, strict=True):
         kv_offsets.append(kv_offsets[-1] + k)
-    q_offsets = [r * shape.q_len for r in range(shape.batch_size + 1)]
+        q_offsets.append(q_offsets[-1] + q)
     requests = request_extents(shape.heads, kv_offsets, q_offsets)
     per_cta: Counter[tuple[tuple[int, int, bool], ...]] = Counter()
     for segments in cta_segments(plan, requests):
@@ -127,7 +126,7 @@ def tiling_counters(shape: CaseShape, sm_count: int = 188) -> dict[str, Any]:
         parts += count * sum(rows for _, rows, whole in cta if not whole)
     ws = parts * (WS_ROW_BYTES + 4)
     unique = shape.kv_bytes + shape.q_and_out_bytes + ws
-    combine_rows = shape.batch_size * shape.q_len * shape.heads if plan.combines else 0
+    combine_rows = sum(shape.q_lens) * shape.heads if plan.combines else 0
     verify = {
         "name": "verify_attention_kernel",
         "grid": list(plan.grid),

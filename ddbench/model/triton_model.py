@@ -82,23 +82,31 @@ def _tile_phases(blocks: TritonBlocks) -> list[dict[str, int]]:
 def triton_counters(shape: CaseShape, blocks: TritonBlocks) -> dict[str, Any]:
     """A counters document (the emulation's contract) derived for the Triton kernel: modeled, not counted."""
     grid = triton_grid(shape, blocks)
-    programs_per_request = grid[1] * grid[2]
-    tiles_per_request = Counter(-(-(p + shape.q_len) // blocks.block_n) for p in shape.prefix_lens)
+    # Per request: programs over its own q_len do its work; the rest of the grid's row blocks (a shorter
+    # request of a ragged batch) return at once.
+    working: Counter[tuple[int, int]] = Counter()  # (key tiles, the request's q_len) -> programs
+    idle = 0
+    for keys, q_len in zip(shape.keys, shape.q_lens, strict=True):
+        blocks_m = -(-q_len // blocks.block_m)
+        working[-(-keys // blocks.block_n), q_len] += grid[1] * blocks_m
+        idle += grid[1] * (grid[2] - blocks_m)
     tile = _tile_phases(blocks)
     per_key = K_TILE_BYTES_PER_KEY + V_TILE_BYTES_PER_KEY
     shapes, sectors = [], 0
-    rows_bytes = shape.q_len * (Q_ROW_BYTES + OUT_ROW_BYTES)  # per program: its head's rows, in and out
-    for tiles, requests in sorted(tiles_per_request.items()):
+    for (tiles, q_len), programs in sorted(working.items()):
         streamed = tiles * blocks.block_n * per_key
+        rows_bytes = q_len * (Q_ROW_BYTES + OUT_ROW_BYTES)  # per program: its head's rows, in and out
         shapes.append(
             {
-                "count": requests * programs_per_request,
+                "count": programs,
                 "example_cta": [0, 0, 0],
                 "phases": tile * tiles,
                 "global_bytes": streamed + rows_bytes,
             }
         )
-        sectors += requests * programs_per_request * (streamed + rows_bytes) // SECTOR_BYTES
+        sectors += programs * (streamed + rows_bytes) // SECTOR_BYTES
+    if idle:
+        shapes.append({"count": idle, "example_cta": [0, 0, 0], "phases": [], "global_bytes": 0})
     unique = (shape.kv_bytes + shape.q_and_out_bytes) // SECTOR_BYTES
     ctas = grid[0] * grid[1] * grid[2]
     return {

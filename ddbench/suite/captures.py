@@ -21,7 +21,8 @@ class CaptureInfo:
     sm_scale: float
     batch_size: int
     prefix_lens: tuple[int, ...]
-    q_len: int
+    q_len: int  # the longest request's
+    q_lens: tuple[int, ...]
     page_size: int
     parents: tuple[int, ...] | None  # the first request's tree, when the mask is one
 

@@ -49,6 +49,7 @@ def case_from_json(document: dict[str, Any], source: str | None = None) -> Case:
             capture=CaptureRef(**document["capture"]) if document.get("capture") else None,
             tags=tuple(document.get("tags", [])),
             description=document.get("description", ""),
+            q_lens=tuple(int(n) for n in document.get("q_lens", ())),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise InputError(f"recorded case is incomplete: {type(err).__name__}: {err}", file=source) from None

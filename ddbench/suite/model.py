@@ -80,8 +80,9 @@ class Case:
     layout: Layout
     batch_size: int
     prefix_lens: tuple[int, ...]
-    tree: dict[str, Any] = field(hash=False)
-    q_len: int
+    # One spec for every request, or a list of specs, one per request (ragged q_len).
+    tree: dict[str, Any] | list[dict[str, Any]] = field(hash=False)
+    q_len: int  # the longest request's draft tokens (SGLang's max_len_extend)
     page_size: int
     dtype: str
     seed: int
@@ -93,6 +94,11 @@ class Case:
     tags: tuple[str, ...] = ()
     description: str = ""
     origin: str = ""  # JSON path of the suite entry the case came from
+    q_lens: tuple[int, ...] = ()  # draft tokens per request; () means q_len for every request
+
+    def __post_init__(self) -> None:
+        if not self.q_lens:
+            object.__setattr__(self, "q_lens", (self.q_len,) * self.batch_size)
 
     @property
     def heads_per_rank(self) -> int:
@@ -100,7 +106,15 @@ class Case:
 
     @property
     def total_q(self) -> int:
-        return self.batch_size * self.q_len
+        return sum(self.q_lens)
+
+    @property
+    def ragged_q(self) -> bool:
+        return len(set(self.q_lens)) > 1
+
+    def tree_of(self, request: int) -> dict[str, Any]:
+        """The tree spec of one request."""
+        return self.tree[request] if isinstance(self.tree, list) else self.tree
 
     def workload(self) -> dict[str, Any]:
         """Everything that changes the computed tensors; its canonical JSON is hashed into the case ID.
@@ -130,6 +144,7 @@ class Case:
             "suite": self.suite,
             **self.shape(),
             "q_len": self.q_len,
+            "q_lens": list(self.q_lens),
             "parity": [b.to_json() for b in self.parity],
             "budget": self.budget.to_json() if self.budget else None,
             "backends": list(self.backends),

@@ -10,6 +10,7 @@ import random
 from typing import Any
 
 from ddbench.errors import InputError, TreeSpecError
+from ddbench.suite.bound_sets import BOUND_SETS, expand_bound_sets
 from ddbench.suite.budget import Budget, budget_from_json
 from ddbench.suite.captures import CaptureInfo
 from ddbench.suite.expand import RawCase
@@ -104,28 +105,49 @@ def _prefix_lens(c: _Checker, batch_size: int, seed: int) -> tuple[int, ...]:
     return tuple(rng.randint(lo, hi) for _ in range(batch_size))
 
 
-def _tree(c: _Checker, seed: int) -> tuple[dict[str, Any], int]:
-    spec = c.value("tree")
-    if spec is None:
-        c.fail("tree", 'no tree: every case needs a tree spec (e.g. {"kind": "ddtree", "budget": 8})')
-        return {}, 0
+def _one_tree(c: _Checker, spec: Any, seed: int, at: str) -> int:
+    """q_len of one spec (0 after an error, recorded with its path under `at`)."""
     try:
         q_len = tree_q_len(spec)
         if q_len > MAX_Q_LEN:
-            c.fail("tree", f"the tree has {q_len} nodes; the verify step supports at most {MAX_Q_LEN}")
-        elif spec["kind"] in ("paths", "parents"):
+            c.errors.append(
+                InputError(
+                    f"the tree has {q_len} nodes; the verify step supports at most {MAX_Q_LEN}",
+                    file=c.file,
+                    path=at,
+                )
+            )
+            return 0
+        if spec["kind"] in ("paths", "parents"):
             build_tree(spec, seed)  # explicit trees are checked in full: order, range, closure
     except TreeSpecError as err:
-        at = c.raw.origin("tree") + (f".{err.path}" if err.path else "")
-        c.errors.append(InputError(err.reason, file=c.file, path=at))
-        return spec, 0
-    return spec, q_len
+        c.errors.append(InputError(err.reason, file=c.file, path=at + (f".{err.path}" if err.path else "")))
+        return 0
+    return q_len
+
+
+def _tree(c: _Checker, seed: int, batch_size: int) -> tuple[Any, tuple[int, ...]]:
+    """The spec (one, or one per request) and each request's q_len."""
+    spec = c.value("tree")
+    at = c.raw.origin("tree")
+    if spec is None:
+        c.fail("tree", 'no tree: every case needs a tree spec (e.g. {"kind": "ddtree", "budget": 8})')
+        return {}, ()
+    if not isinstance(spec, list):
+        return spec, (_one_tree(c, spec, seed, at),) * batch_size
+    if len(spec) != batch_size:
+        c.fail("tree", f"per-request tree list has {len(spec)} entries but batch_size is {batch_size}")
+        return spec, ()
+    return spec, tuple(_one_tree(c, s, seed, f"{at}[{i}]") for i, s in enumerate(spec))
 
 
 def _parity(c: _Checker) -> tuple[ParityBound, ...]:
     specs = c.value("parity")
     if specs is None:
         return DEFAULT_PARITY
+    specs, unknown = expand_bound_sets(specs)
+    for name in unknown:
+        c.fail("parity", f"unknown bound set {name!r}; known sets: {', '.join(BOUND_SETS)}")
     bounds = []
     for i, spec in enumerate(specs):
         limits = tuple((k, float(spec[k])) for k in LIMIT_NAMES if k in spec)
@@ -187,7 +209,7 @@ def resolve_case(raw: RawCase, suite: str, file: str) -> tuple[Case | None, list
     layout = _layout(c, model)
     batch_size, seed = c.value("batch_size"), c.value("seed")
     prefix_lens = _prefix_lens(c, batch_size, seed)
-    tree, q_len = _tree(c, seed)
+    tree, q_lens = _tree(c, seed, batch_size)
     parity = _parity(c)
     budget = _budget(c)  # before the early return: every check reports, not just those before the first error
     if c.errors or model is None:
@@ -200,7 +222,8 @@ def resolve_case(raw: RawCase, suite: str, file: str) -> tuple[Case | None, list
         batch_size=batch_size,
         prefix_lens=prefix_lens,
         tree=tree,
-        q_len=q_len,
+        q_len=max(q_lens),
+        q_lens=q_lens,
         page_size=c.value("page_size"),
         dtype=c.value("dtype"),
         seed=seed,
@@ -236,6 +259,7 @@ def resolve_capture_case(
         prefix_lens=info.prefix_lens,
         tree=tree,
         q_len=info.q_len,
+        q_lens=info.q_lens,
         page_size=info.page_size,
         dtype=c.value("dtype"),
         seed=0,

@@ -9,7 +9,7 @@ modules (ddbench.trees.eagle would become the function). Import them from ddbenc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ddbench.errors import TreeSpecError
@@ -136,8 +136,19 @@ def _options(fields: Mapping[str, Any], tags: tuple[tuple[str, str], ...]) -> st
     return "".join(f"-{tag}{fields[name]}" for name, tag in tags if name in fields)
 
 
-def tree_label(spec: Mapping[str, Any]) -> str:
-    """Short name for case IDs: the kind and the spec's numbers (chain16, ddtree-b8, eagle-5-4-8, ...)."""
+RAGGED_LABEL_CHARS = 40  # per-request labels joined longer than this are summarised by their q_len range
+
+
+def tree_label(spec: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> str:
+    """Short name for case IDs: the kind and the spec's numbers (chain16, ddtree-b8, eagle-5-4-8, ...);
+    per-request trees join their distinct labels (ddtree-b8+chain3), or say `ragged-q2-17` when long."""
+    if not isinstance(spec, Mapping):
+        labels = list(dict.fromkeys(tree_label(s) for s in spec))
+        joined = "+".join(labels)
+        if len(joined) <= RAGGED_LABEL_CHARS:
+            return joined
+        q_lens = [tree_q_len(s) for s in spec]
+        return f"ragged-q{min(q_lens)}-{max(q_lens)}"
     kind, f = _fields(spec)
     if kind == "chain":
         return f"chain{f['length']}"
