@@ -12,6 +12,7 @@ import numpy as np
 from ddbench.errors import TreeSpecError
 from ddbench.trees._validate import check_q_len, int_arg
 from ddbench.trees.best_first import best_first
+from ddbench.trees.kind import TreeKind, given, options_label
 from ddbench.trees.synthetic import SYNTHETIC_VOCAB, make_rng, top_logprobs
 from ddbench.trees.tree import MAX_Q_LEN, Tree
 
@@ -72,3 +73,13 @@ def ddtree(
     if len(emitted) != b:  # ddtree_q_len checked the capacity, so this is a bug, not a bad spec
         raise AssertionError(f"DDTree emitted {len(emitted)} nodes for budget {b}")
     return Tree((-1, *(e.parent for e in emitted)), kind="ddtree")
+
+
+KIND = TreeKind(
+    "ddtree",
+    ("budget",),
+    lambda f: ddtree_q_len(f["budget"], **given(f, "depth_limit", "topk")),
+    lambda f, seed: ddtree(f["budget"], **given(f, "depth_limit", "topk"), seed=seed),
+    lambda f: f"ddtree-b{f['budget']}" + options_label(f, (("depth_limit", "L"), ("topk", "k"))),
+    optional=("depth_limit", "topk"),
+)

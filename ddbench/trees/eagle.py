@@ -14,6 +14,7 @@ import numpy as np
 
 from ddbench.errors import TreeSpecError
 from ddbench.trees._validate import int_arg
+from ddbench.trees.kind import TreeKind
 from ddbench.trees.synthetic import make_rng, top_logprobs
 from ddbench.trees.tree import MAX_Q_LEN, Tree
 
@@ -83,3 +84,12 @@ def eagle(steps: int, topk: int, num_draft_tokens: int, seed: int = 0) -> Tree:
         assert p == -1 or p in index, f"EAGLE selection not ancestor-closed: candidate {c}, parent {p}"
         tree_parents.append(0 if p == -1 else index[p])
     return Tree(tuple(tree_parents), kind="eagle")
+
+
+KIND = TreeKind(
+    "eagle",
+    ("steps", "topk", "num_draft_tokens"),
+    lambda f: eagle_q_len(f["steps"], f["topk"], f["num_draft_tokens"]),
+    lambda f, seed: eagle(f["steps"], f["topk"], f["num_draft_tokens"], seed=seed),
+    lambda f: f"eagle-{f['steps']}-{f['topk']}-{f['num_draft_tokens']}",
+)

@@ -14,6 +14,7 @@ import numpy as np
 from ddbench.errors import TreeSpecError
 from ddbench.trees._validate import check_q_len, int_arg
 from ddbench.trees.best_first import best_first
+from ddbench.trees.kind import TreeKind, given, options_label
 from ddbench.trees.shapes import from_paths
 from ddbench.trees.synthetic import SYNTHETIC_VOCAB, make_rng, top_logprobs
 from ddbench.trees.tree import MAX_Q_LEN, Tree
@@ -61,3 +62,13 @@ def medusa(nodes: int, depth: int = DEFAULT_DEPTH, topk: int = DEFAULT_TOPK, see
         paths.append(paths[e.parent] + (e.rank,))
     tree = from_paths([list(p) for p in paths[1:]])
     return Tree(tree.parents, kind="medusa")
+
+
+KIND = TreeKind(
+    "medusa",
+    ("nodes",),
+    lambda f: medusa_q_len(f["nodes"], **given(f, "depth", "topk")),
+    lambda f, seed: medusa(f["nodes"], **given(f, "depth", "topk"), seed=seed),
+    lambda f: f"medusa-{f['nodes']}" + options_label(f, (("depth", "d"), ("topk", "k"))),
+    optional=("depth", "topk"),
+)
