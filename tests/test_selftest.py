@@ -51,10 +51,17 @@ def test_reference_mutants_are_named_wherever_they_are_caught(smoke):
 
 def test_controls_pass_and_match_the_reference(smoke):
     controls = smoke["report"]["controls"]
-    assert [c["name"] for c in controls] == ["control:reference-bf16", "control:cuda-emu"]
+    assert [c["name"] for c in controls] == [
+        "control:reference-bf16",
+        "control:reference-fp64-bf16",
+        "control:p-bfloat16",
+        "control:p-float16",
+        "control:cuda-emu",
+    ]
     for c in controls:
         assert c["caught"] == 0 and c["ok"]
         assert {o["verdict"] for o in c["outcomes"]} == {"matches-reference"}
+        assert c["max_abs_gain"] <= 0.1, c["name"]  # correct kernels carry no bias the gain figure sees
 
 
 def test_outcomes_say_why(smoke):

@@ -103,8 +103,13 @@ def correct_plan(x: VerifyInputs) -> AttentionPlan:
     return AttentionPlan(x.q_extend, pool, tuple(requests), x.sm_scale)
 
 
-def evaluate(plan: AttentionPlan, accumulate: torch.dtype = torch.float32) -> Prediction:
-    """Softmax attention of the plan; a row that sees a non-finite key or value is NaN, as in a kernel."""
+def evaluate(
+    plan: AttentionPlan, accumulate: torch.dtype = torch.float32, round_p: torch.dtype | None = None
+) -> Prediction:
+    """Softmax attention of the plan; a row that sees a non-finite key or value is NaN, as in a kernel.
+
+    `round_p`: round the unnormalised probabilities exp(s - max) to this type before P.V and sum the
+    rounded values, as a flash kernel does (a correct kernel's rounding, for the self-test's controls)."""
     total, heads = plan.q.shape[0], plan.q.shape[1]
     v0, v1 = plan.v_columns
     device = plan.q.device
@@ -120,7 +125,12 @@ def evaluate(plan: AttentionPlan, accumulate: torch.dtype = torch.float32) -> Pr
         bad_key = ~keys.isfinite().all(-1)
         scores = torch.einsum("qhd,kd->hqk", plan.q[req.q0 : req.q1].to(accumulate), keys.nan_to_num(0.0))
         scores = (scores * plan.sm_scale).masked_fill(~req.visible[None], float("-inf"))
-        probs = torch.softmax(scores, dim=-1)
+        if round_p is None:
+            probs = torch.softmax(scores, dim=-1)
+        else:
+            e = torch.exp(scores - scores.amax(-1, keepdim=True).clamp(min=torch.finfo(accumulate).min))
+            e = e.to(round_p).to(accumulate)
+            probs = e / e.sum(-1, keepdim=True).clamp(min=torch.finfo(accumulate).tiny)
         seen = req.visible.any(-1)  # (q_len,)
         probs = torch.where(seen[None, :, None], probs, torch.zeros_like(probs))
         rows = torch.einsum("hqk,kd->qhd", probs, values.nan_to_num(0.0))

@@ -5,8 +5,9 @@ is judged with that backend's bounds against the torch references (bounds agains
 relative `no_worse_than` limit, need those kernels and are left out); `caught` = a bound fails (or the
 mutant crashes). `diagnosed` = on a case where it was caught, `explain` names the mutant's own mistake,
 judged as a run's failing pair is (the hypothesis must reproduce the output within the bound it failed).
-Two controls, a correct bf16 output and the unmutated kernel, must pass and match the reference: if the
-bounds fail them, the self-test says nothing.
+Controls (correct bf16 outputs of the fp32 and fp64 references, of P rounded to bf16 and to fp16, and the
+unmutated kernel) must pass and match the reference: if the bounds fail them, the self-test says nothing.
+Each outcome records the output's gain figure against the fp64 truth (a control's should be near 0).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.backends.protocol import Availability, Backend, capabilities
 from ddbench.backends.reference import ReferenceBackend
+from ddbench.explain.attention import correct_plan, evaluate
 from ddbench.explain.diagnose import Explainer
 from ddbench.explain.mutants import get_mutant, mutant_names
 from ddbench.explain.rank import MATCHES_REFERENCE
@@ -38,15 +40,35 @@ CONTROL_PREFIX = "control:"
 
 
 class RoundedReference:
-    """A correct bf16 kernel: the float32 reference rounded into the output buffer."""
+    """A correct bf16 kernel: the float32 (or float64) reference rounded into the output buffer."""
 
-    name = CONTROL_PREFIX + "reference-bf16"
+    def __init__(self, accumulate: torch.dtype = torch.float32) -> None:
+        self.accumulate = accumulate
+        fp64 = accumulate == torch.float64
+        self.name = CONTROL_PREFIX + ("reference-fp64-bf16" if fp64 else "reference-bf16")
 
     def availability(self) -> Availability:
-        return Availability.yes("control: the reference rounded to bf16")
+        return Availability.yes(f"control: the {self.accumulate} reference rounded to bf16")
 
     def run(self, inputs: VerifyInputs) -> torch.Tensor:
-        inputs.o_extend.copy_(ReferenceBackend().run(inputs))
+        inputs.o_extend.copy_(ReferenceBackend(self.accumulate).run(inputs))
+        return inputs.o_extend
+
+
+class RoundedP:
+    """A correct flash kernel's rounding: P = exp(s - max) rounded to bf16 or fp16 before P.V, the row sum
+    taken of the rounded values, the output rounded to bf16 (computed in float64 otherwise)."""
+
+    def __init__(self, p_dtype: torch.dtype) -> None:
+        self.p_dtype = p_dtype
+        self.name = CONTROL_PREFIX + f"p-{str(p_dtype).removeprefix('torch.')}"
+
+    def availability(self) -> Availability:
+        return Availability.yes(f"control: P rounded to {self.p_dtype}")
+
+    def run(self, inputs: VerifyInputs) -> torch.Tensor:
+        predicted = evaluate(correct_plan(inputs), torch.float64, round_p=self.p_dtype)
+        inputs.o_extend.copy_(predicted.output.masked_fill(predicted.free[..., None], 0.0))
         return inputs.o_extend
 
 
@@ -64,6 +86,7 @@ class Outcome:
     verdict: str  # explain's verdict, or "" when the mutant crashed
     top: str | None  # the best-ranked hypothesis
     summary: str
+    gain: float | None = None  # least-squares gain against reference-fp64, in bf16 steps (2^-8)
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self) | {"reasons": list(self.reasons)}
@@ -88,6 +111,11 @@ class MutantReport:
         return sum(o.diagnosed for o in self.outcomes)
 
     @property
+    def max_abs_gain(self) -> float | None:
+        gains = [abs(o.gain) for o in self.outcomes if o.gain is not None]
+        return max(gains) if gains else None
+
+    @property
     def holes(self) -> list[str]:
         """Cases where the mistake changed the output and no bound failed: a case the suite lacks."""
         return [o.case for o in self.outcomes if o.visible and not o.caught]
@@ -108,6 +136,7 @@ class MutantReport:
             "diagnosed": self.diagnosed,
             "ok": self.ok,
             "holes": self.holes,
+            "max_abs_gain": None if self.max_abs_gain is None else round(self.max_abs_gain, 4),
             "outcomes": [o.to_json() for o in self.outcomes],
         }
 
@@ -180,7 +209,12 @@ def build_mutants(
         unknown = wanted - {n for n in mutant_names(True)} - {n.split(":", 1)[1] for n in mutant_names(True)}
         if unknown:
             raise KeyError(f"unknown mutant {sorted(unknown)[0]!r}; known: {', '.join(mutant_names(True))}")
-    controls: list[Backend] = [RoundedReference()] + ([ControlKernel()] if emu else [])
+    controls: list[Backend] = [
+        RoundedReference(),
+        RoundedReference(torch.float64),
+        RoundedP(torch.bfloat16),
+        RoundedP(torch.float16),
+    ] + ([ControlKernel()] if emu else [])
     return [get_mutant(n) for n in chosen], controls, notes
 
 
@@ -209,6 +243,7 @@ def _outcome(
             failed = dict(bound.limits)
     diagnosis = explainer.diagnose(out, failed_bound=failed)
     caught = bool(reasons)
+    gain = parity_figures(out, truths["reference-fp64"]).gain
     return Outcome(
         case.id,
         visible or caught,  # within bf16 noise of the correct output, yet outside a sharp bound: it shows
@@ -218,6 +253,7 @@ def _outcome(
         diagnosis.verdict,
         diagnosis.ranking[0].hypothesis if diagnosis.ranking else None,
         diagnosis.summary(),
+        gain,
     )
 
 
