@@ -30,8 +30,14 @@ def _generated_bytes(inputs) -> int:
         {"batch_size": 4, "prefix": [0, 21, 130, 5], "tree": {"kind": "chain", "length": 6}},
         {"batch_size": 2, "prefix": [40, 17], "page_size": 16},
         {"layout": {"tp": 1}, "prefix": 0, "tree": {"kind": "ddtree", "budget": 32}},
+        {
+            "batch_size": 2,
+            "prefix": [40, 7],
+            "page_size": 16,
+            "tree": [{"kind": "chain", "length": 1}, {"kind": "ddtree", "budget": 32}],
+        },
     ],
-    ids=["single", "ragged", "paged", "prefix0"],
+    ids=["single", "ragged", "paged", "prefix0", "ragged-q"],
 )
 def test_footprint_counts_exactly_what_the_generator_builds(fields):
     case = one_case(**fields)
@@ -41,8 +47,9 @@ def test_footprint_counts_exactly_what_the_generator_builds(fields):
     assert footprint.pool_rows == inputs.k_buffer.shape[0]
     assert footprint.tokens == inputs.kv_indices.numel() + inputs.out_cache_loc.numel()
     assert footprint.output_bytes == inputs.o_extend.numel() * inputs.o_extend.element_size()
-    heads, q_len = case.heads_per_rank, case.q_len
-    assert footprint.score_elements == sum(heads * q_len * (p + q_len) for p in case.prefix_lens)
+    heads = case.heads_per_rank
+    requests = zip(case.prefix_lens, inputs.q_lens, strict=True)
+    assert footprint.score_elements == sum(heads * q * (p + q) for p, q in requests)
     assert footprint.generation_peak_bytes > footprint.input_bytes
 
 

@@ -5,6 +5,7 @@ spec inside it is an error naming the list entry."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -12,10 +13,14 @@ from click.testing import CliRunner
 from ddbench.cli.main import cli
 from ddbench.errors import SuiteInvalid
 from ddbench.inputs import check_inputs, generate_inputs
+from ddbench.inputs.suite_file import load_suite_file
 from ddbench.model.floor import CaseShape
 from ddbench.model.triton_model import triton_blocks, triton_counters
 from ddbench.suite import parse_suite
 from ddbench.suite.from_json import case_from_json
+from ddbench.suite.ids import workload_hash
+
+ROOT = Path(__file__).resolve().parent.parent
 
 TREES = [{"kind": "chain", "length": 1}, {"kind": "ddtree", "budget": 32}, {"kind": "star", "size": 5}]
 
@@ -42,15 +47,19 @@ def test_one_tree_per_request_gives_each_request_its_q_len():
 
 
 def test_a_uniform_case_keeps_its_id_and_q_lens_default_to_q_len():
-    entry = {"model": "kimi-k2.6", "batch_size": 2, "tree": {"kind": "chain", "length": 4}}
-    uniform = parse_suite({"name": "u", "cases": [entry]}, "u.json").cases[0]
-    assert uniform.q_lens == (4, 4) and not uniform.ragged_q and "q_lens" not in uniform.workload()
+    """The IDs of uniform cases did not move: the committed model baselines of smoke still key every one."""
+    smoke = load_suite_file(str(ROOT / "suites" / "smoke.json"))
+    stored = json.loads((ROOT / "baselines" / "model-rtx-pro-6000" / "smoke.json").read_text())["cases"]
+    uniform = [c for c in smoke.cases if not c.ragged_q]
+    assert len(uniform) == 16 and all(c.id in stored for c in uniform)
+    assert all(c.q_lens == (c.q_len,) * c.batch_size and "q_lens" not in c.workload() for c in uniform)
 
 
 def test_the_recorded_case_round_trips_with_its_q_lens():
     case = _case()
-    again = case_from_json(json.loads(json.dumps(case.to_json())))
-    assert again.q_lens == case.q_lens and again.id == case.id and again.tree == TREES
+    again = case_from_json(json.loads(json.dumps(case.to_json())))  # refuses a workload that rehashes apart
+    assert again.q_lens == case.q_lens and again.tree == TREES
+    assert workload_hash(again) == case.id.rsplit("-", 1)[1]
 
 
 def test_a_tree_list_of_the_wrong_length_is_refused():
@@ -88,3 +97,19 @@ def test_the_triton_model_lets_a_short_request_s_extra_row_blocks_return_at_once
     assert doc["grid"] == [2, 2, 3]
     by_count = sorted((s["count"], len(s["phases"])) for s in doc["cta_shapes"])
     assert by_count == [(2, 4 * 3), (4, 0), (6, 4 * 5)]  # request 1: 65 keys; idle; request 0: 129 keys
+
+
+def test_one_spec_repeated_per_request_is_the_workload_of_the_single_spec():
+    same = _case(tree=[TREES[1]] * 3)
+    single = _case(tree=TREES[1])
+    assert same.id == single.id and same.tree == TREES[1] and not same.ragged_q
+
+
+def test_the_results_report_s_bandwidth_floor_counts_each_request_s_q_len():
+    from ddbench.report.bandwidth import bytes_read
+
+    recorded = _case(prefix=[40, 7, 0]).to_json()
+    shape = CaseShape((40, 7, 0), 33, 4, q_lens=(1, 33, 5))
+    assert bytes_read(recorded) == shape.compulsory_bytes
+    older = {k: v for k, v in recorded.items() if k != "q_lens"}  # a file from before ragged q_len
+    assert bytes_read(older) == CaseShape((40, 7, 0), 33, 4).compulsory_bytes

@@ -79,7 +79,7 @@ def test_terminal_and_markdown_tables(smoke):
     assert "kill rate 40/40 (100%), diagnosis rate 40/40 (100%)" in out
     md = smoke["markdown"]
     assert md.startswith("### Mutation self-test") and "Kill rate **100%**" in md
-    assert "| `mutant-emu:causal-mask` | 13/17 | 13/13 |" in md
+    assert "| `mutant-emu:causal-mask` | 14/17 | 14/14 |" in md
 
 
 def test_a_mutant_no_case_exposes_exits_1(tmp_path):

@@ -126,16 +126,20 @@ class EstimateCheck:
 
 
 def triton_programs(case: Case) -> int:
-    """Programs of SGLang's extend grid under the interpreter: (request, head, 32-query block)."""
+    """Programs of SGLang's extend grid under the interpreter: (request, head, 32-query block of the longest
+    q_len); each costs its start-up even where it returns at once."""
     return case.batch_size * case.heads_per_rank * -(-case.q_len // TRITON_CPU_BLOCK)
 
 
 def triton_block_iterations(case: Case) -> int:
     """Block iterations SGLang's extend kernel makes under the interpreter: per (request, head, query
-    block), ceil(prefix / 32) prefix blocks and the draft blocks up to that query block's causal end."""
-    q_blocks = -(-case.q_len // TRITON_CPU_BLOCK)
-    draft = sum(-(-min((m + 1) * TRITON_CPU_BLOCK, case.q_len) // TRITON_CPU_BLOCK) for m in range(q_blocks))
-    per_head = sum(q_blocks * -(-p // TRITON_CPU_BLOCK) + draft for p in case.prefix_lens)
+    block of the request's own q_len), ceil(prefix / 32) prefix blocks and the draft blocks up to that query
+    block's causal end (a request's query blocks past its q_len return at once)."""
+    per_head = 0
+    for prefix, q_len in zip(case.prefix_lens, case.q_lens, strict=True):
+        q_blocks = -(-q_len // TRITON_CPU_BLOCK)
+        draft = sum(-(-min((m + 1) * TRITON_CPU_BLOCK, q_len) // TRITON_CPU_BLOCK) for m in range(q_blocks))
+        per_head += q_blocks * -(-prefix // TRITON_CPU_BLOCK) + draft
     return case.heads_per_rank * per_head
 
 

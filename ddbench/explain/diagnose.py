@@ -110,22 +110,24 @@ class Explainer:
                     evaluated = self._predicted(h, v, self.context)
                     if evaluated is not None:
                         self._fixed[h.name, v.name] = evaluated
-        self._visible: dict[tuple[str, bool], bool] = {}
+        self._visible: dict[tuple[str, str | None], bool] = {}
 
     @property
     def correct(self) -> Prediction:
         return self.context.correct
 
-    def changes_output(self, hypothesis: str, first_variant_only: bool = False) -> bool:
+    def changes_output(self, hypothesis: str, variant: str | None = None) -> bool:
         """Whether the mistake shows at all on this workload (a causal mask on a chain does not); with
-        `first_variant_only`, as its mutant makes it (the first variant: a 2048-key window, not 512).
+        `variant`, that variant only (what one mutant computes: a 2048-key window, not a 512-key one).
 
         A variant fitted to the candidate is judged by what it predicts without one (its reference mutant).
         """
-        key = (hypothesis, first_variant_only)
+        key = (hypothesis, variant)
         if key not in self._visible:
             h = next(h for h in self.hypotheses if h.name == hypothesis)
-            variants = h.variants[:1] if first_variant_only else h.variants
+            variants = [v for v in h.variants if variant in (None, v.name)]
+            if not variants:
+                raise KeyError(f"{hypothesis} has no variant {variant!r}")
             predictions = (
                 self._fixed.get((h.name, v.name)) or self._predicted(h, v, self.context) for v in variants
             )
@@ -195,7 +197,7 @@ class Explainer:
             aliases = tuple(
                 e.hypothesis
                 for e in ranking[1:]
-                if e.distinct and match_prepared(evaluated[e.hypothesis].prepared, top).within_noise()
+                if e.distinct and match_prepared(evaluated[e.hypothesis].prepared, top).within(failed_bound)
             )
         return Diagnosis(
             outcome,

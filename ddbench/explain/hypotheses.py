@@ -449,7 +449,7 @@ HYPOTHESES: tuple[Hypothesis, ...] = (
     ),
     Hypothesis(
         "prefix-other-request",
-        "every request attends request 0's prefix keys",
+        "prefix keys read without the request's kv_indptr offset",
         "kv_indices indexed without the request's kv_indptr offset",
         (
             Variant(
@@ -461,7 +461,7 @@ HYPOTHESES: tuple[Hypothesis, ...] = (
     ),
     Hypothesis(
         "mask-other-request",
-        "every request uses request 0's tree mask",
+        "tree mask read without the request's mask_indptr offset",
         "custom_mask indexed without the request's mask_indptr offset",
         (
             Variant(

@@ -23,7 +23,7 @@ import torch
 from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.backends.protocol import Availability, Backend, Capabilities, Launch
 from ddbench.backends.registry import register_family
-from ddbench.explain.hypotheses import HYPOTHESES, SCALE_192, SCALE_576, mistaken_output
+from ddbench.explain.hypotheses import HYPOTHESES, SCALE_192, SCALE_576, find_hypothesis, mistaken_output
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.launch import PreparedLaunch, launch_for
 from ddbench.kernel.marshal import MASK_WORD_BITS, KernelInputs, marshal
@@ -41,6 +41,7 @@ class ReferenceMutant:
     def __init__(self, hypothesis: str) -> None:
         self.hypothesis = hypothesis
         self.name = REFERENCE_PREFIX + hypothesis
+        self.variant = find_hypothesis(hypothesis).variants[0].name  # what mistaken_output computes
 
     @property
     def capabilities(self) -> Capabilities:
@@ -69,6 +70,7 @@ class EmuMutant(CudaEmuBackend):
         super().__init__(ctas=ctas)
         self.hypothesis = hypothesis
         self.name = EMU_PREFIX + hypothesis
+        self.variant = EMU_VARIANTS.get(hypothesis) or find_hypothesis(hypothesis).variants[0].name
         self.kernel_edit, self.output_edit = kernel_edit, output_edit
 
     @property
@@ -270,6 +272,10 @@ EMU_MISTAKES: dict[str, tuple[KernelEdit | None, OutputEdit | None]] = {
     "rope-dropped": (_rope_zeroed, None),
     "exp2-no-log2e": (_natural_log_scale, None),
 }
+
+
+# The hypothesis variant an adapter mistake reproduces, where it is not the first one.
+EMU_VARIANTS = {"draft-missing": "kv_indices-as-key-list"}
 
 
 def mutant_names(emu: bool = True) -> list[str]:

@@ -227,7 +227,8 @@ def _outcome(
     explainer: Explainer,
 ) -> Outcome:
     hypothesis = capabilities(backend).hypothesis
-    visible = explainer.changes_output(hypothesis, first_variant_only=True) if hypothesis else False
+    variant = getattr(backend, "variant", None)  # a mutant computes one variant of its mistake
+    visible = explainer.changes_output(hypothesis, variant) if hypothesis else False
     x.fresh_output()
     try:
         out = backend.run(x).detach().clone()

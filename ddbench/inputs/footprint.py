@@ -25,26 +25,27 @@ class InputFootprint:
     pool_rows: int  # rows of k_buffer: the tokens' scattered slots and the unused rows between them
     input_bytes: int  # the VerifyInputs tensors once built
     generation_peak_bytes: int  # while building: the inputs plus the float32 keys and queries drawn first
-    score_elements: int  # sum over requests of heads x q_len x (prefix + q_len): a dense score matrix
+    score_elements: int  # sum over requests of heads x q_len x (prefix + q_len), each its own q_len
     output_bytes: int  # one bf16 output, (tokens to verify) x heads x 512
 
 
-def pool_rows(prefix_lens: tuple[int, ...], q_len: int, page_size: int) -> int:
+def pool_rows(prefix_lens: tuple[int, ...], q_lens: tuple[int, ...], page_size: int) -> int:
     """`inputs/pool.py`'s pool size: every other slot (or page) is left unused."""
+    keys = [p + q for p, q in zip(prefix_lens, q_lens, strict=True)]
     if page_size == 1:
-        return 2 * sum(p + q_len for p in prefix_lens) + 2
-    pages = sum(-(-(p + q_len) // page_size) for p in prefix_lens)
+        return 2 * sum(keys) + 2
+    pages = sum(-(-k // page_size) for k in keys)
     return (2 * pages + 2) * page_size
 
 
 def input_footprint(case: Case) -> InputFootprint:
     """The byte count of `generate_inputs(case)` (a replayed capture holds the same tensors, plus the
     recorded output, and is read whole once to check its hash)."""
-    heads, q_len, total_q = case.heads_per_rank, case.q_len, case.total_q
-    prefix_total = sum(case.prefix_lens)
-    tokens = prefix_total + total_q
-    rows = pool_rows(case.prefix_lens, q_len, case.page_size)
-    mask_bits = sum(q_len * (p + q_len) for p in case.prefix_lens)
+    heads, total_q = case.heads_per_rank, case.total_q
+    requests = list(zip(case.prefix_lens, case.q_lens, strict=True))
+    tokens = sum(case.prefix_lens) + total_q
+    rows = pool_rows(case.prefix_lens, case.q_lens, case.page_size)
+    mask_bits = sum(q * (p + q) for p, q in requests)
     output = total_q * heads * HEAD_DIM_V * BF16_BYTES
     tensors = (
         rows * HEAD_DIM_QK * BF16_BYTES  # k_buffer (v_buffer is a view of it)
@@ -65,5 +66,5 @@ def input_footprint(case: Case) -> InputFootprint:
         # bf16 copy on its way into the pool, and the slot permutations (int64, a few temporaries).
         drawn = tokens * HEAD_DIM_QK * (FP32_BYTES + BF16_BYTES) + total_q * heads * HEAD_DIM_QK * FP32_BYTES
         peak = input_bytes + drawn + 3 * tokens * INDEX_BYTES
-    scores = sum(heads * q_len * (p + q_len) for p in case.prefix_lens)
+    scores = sum(heads * q * (p + q) for p, q in requests)
     return InputFootprint(tokens, rows, input_bytes, peak, scores, output)

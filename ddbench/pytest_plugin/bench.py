@@ -146,6 +146,7 @@ class CaseBackend:
             "suite": c.suite,
             "model": c.model.name,
             "q_len": c.q_len,
+            "q_lens": list(c.q_lens),
             "heads": c.heads_per_rank,
             "model_heads": c.model.heads,
             "batch_size": c.batch_size,

@@ -40,10 +40,10 @@ def known_bandwidth(device: Mapping[str, Any]) -> tuple[str, float] | None:
 
 def bytes_read(case: Mapping[str, Any]) -> int:
     """Bytes a verify call must move for a results file's `case`: KV of prefix + draft, Q, and the output."""
-    q_len, heads = case["q_len"], case["heads_per_rank"]
-    tokens = case["batch_size"] * q_len
-    kv = sum(prefix + q_len for prefix in case["prefix_lens"]) * KV_BYTES_PER_TOKEN
-    return kv + tokens * heads * (Q_BYTES_PER_HEAD + OUT_BYTES_PER_HEAD)
+    heads = case["heads_per_rank"]
+    q_lens = case.get("q_lens") or [case["q_len"]] * case["batch_size"]  # files before ragged q_len
+    kv = sum(p + q for p, q in zip(case["prefix_lens"], q_lens, strict=True)) * KV_BYTES_PER_TOKEN
+    return kv + sum(q_lens) * heads * (Q_BYTES_PER_HEAD + OUT_BYTES_PER_HEAD)
 
 
 def floor_us(case: Mapping[str, Any], bandwidth_gbs: float) -> float:

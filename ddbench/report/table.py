@@ -41,7 +41,7 @@ def cases_table(cases: Sequence[Case], title: str) -> Table:
             str(c.batch_size),
             _prefix_text(c.prefix_lens),
             tree_label(c.tree),
-            str(c.q_len),
+            f"{min(c.q_lens)}-{c.q_len}" if c.ragged_q else str(c.q_len),
             str(c.page_size),
             ",".join(c.tags),
         )

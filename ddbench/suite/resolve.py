@@ -10,7 +10,7 @@ import random
 from typing import Any
 
 from ddbench.errors import InputError, TreeSpecError
-from ddbench.suite.bound_sets import BOUND_SETS, expand_bound_sets
+from ddbench.suite.bound_sets import expand_bound_sets
 from ddbench.suite.budget import Budget, budget_from_json
 from ddbench.suite.captures import CaptureInfo
 from ddbench.suite.expand import RawCase
@@ -138,16 +138,17 @@ def _tree(c: _Checker, seed: int, batch_size: int) -> tuple[Any, tuple[int, ...]
     if len(spec) != batch_size:
         c.fail("tree", f"per-request tree list has {len(spec)} entries but batch_size is {batch_size}")
         return spec, ()
-    return spec, tuple(_one_tree(c, s, seed, f"{at}[{i}]") for i, s in enumerate(spec))
+    q_lens = tuple(_one_tree(c, s, seed, f"{at}[{i}]") for i, s in enumerate(spec))
+    if all(s == spec[0] for s in spec):  # the same tree for every request: the same workload as one spec
+        return spec[0], q_lens
+    return spec, q_lens
 
 
 def _parity(c: _Checker) -> tuple[ParityBound, ...]:
     specs = c.value("parity")
     if specs is None:
         return DEFAULT_PARITY
-    specs, unknown = expand_bound_sets(specs)
-    for name in unknown:
-        c.fail("parity", f"unknown bound set {name!r}; known sets: {', '.join(BOUND_SETS)}")
+    specs = expand_bound_sets(specs)
     bounds = []
     for i, spec in enumerate(specs):
         limits = tuple((k, float(spec[k])) for k in LIMIT_NAMES if k in spec)

@@ -41,11 +41,14 @@ __all__ = [
 TREE_KINDS: dict[str, TreeKind] = {
     k.name: k
     for k in (
-        *_shapes_module.KINDS[:3],  # chain, star, kary
+        _shapes_module.CHAIN,
+        _shapes_module.STAR,
+        _shapes_module.KARY,
         _eagle_module.KIND,
         _ddtree_module.KIND,
         _medusa_module.KIND,
-        *_shapes_module.KINDS[3:],  # paths, parents
+        _shapes_module.PATHS,
+        _shapes_module.PARENTS,
     )
 }
 KINDS = tuple(TREE_KINDS)

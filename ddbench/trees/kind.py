@@ -1,8 +1,8 @@
 """What a tree kind is to a suite: its fields, its size, its tree and its name in case IDs, declared once.
 
-Each generator module declares its kind(s) next to the generator (`KIND` or `KINDS`); `ddbench.trees`
-collects them, and tests check the suite schema's tree branches against these declarations. Adding a kind
-is then one declaration and its schema branch.
+Each generator module declares its kind next to the generator (`KIND`; shapes.py one constant per shape);
+`ddbench.trees.TREE_KINDS` lists them, and tests/test_vocabulary.py checks the suite schema's tree branches
+against the declarations. Adding a kind is its declaration, its line in TREE_KINDS and its schema branch.
 """
 
 from __future__ import annotations

@@ -104,40 +104,38 @@ def from_paths(paths: Sequence[Sequence[int]]) -> Tree:
     return Tree(parents, kind="paths")
 
 
-KINDS = (
-    TreeKind(
-        "chain",
-        ("length",),
-        lambda f: chain_q_len(f["length"]),
-        lambda f, _: chain(f["length"]),
-        lambda f: f"chain{f['length']}",
-    ),
-    TreeKind(
-        "star",
-        ("size",),
-        lambda f: star_q_len(f["size"]),
-        lambda f, _: star(f["size"]),
-        lambda f: f"star{f['size']}",
-    ),
-    TreeKind(
-        "kary",
-        ("branching", "depth"),
-        lambda f: kary_q_len(f["branching"], f["depth"]),
-        lambda f, _: kary(f["branching"], f["depth"]),
-        lambda f: f"kary-{f['branching']}x{f['depth']}",
-    ),
-    TreeKind(
-        "paths",
-        ("paths",),
-        lambda f: check_q_len(count(f["paths"], "paths") + 1, "paths", MAX_Q_LEN, "paths + root"),
-        lambda f, _: from_paths(f["paths"]),
-        lambda f: f"paths-{count(f['paths'], 'paths')}",
-    ),
-    TreeKind(
-        "parents",
-        ("parents",),
-        lambda f: check_q_len(count(f["parents"], "parents", 1), "parents", MAX_Q_LEN, "parents"),
-        lambda f, _: from_parents(f["parents"]),
-        lambda f: f"parents-{count(f['parents'], 'parents')}",
-    ),
+CHAIN = TreeKind(
+    "chain",
+    ("length",),
+    lambda f: chain_q_len(f["length"]),
+    lambda f, _: chain(f["length"]),
+    lambda f: f"chain{f['length']}",
+)
+STAR = TreeKind(
+    "star",
+    ("size",),
+    lambda f: star_q_len(f["size"]),
+    lambda f, _: star(f["size"]),
+    lambda f: f"star{f['size']}",
+)
+KARY = TreeKind(
+    "kary",
+    ("branching", "depth"),
+    lambda f: kary_q_len(f["branching"], f["depth"]),
+    lambda f, _: kary(f["branching"], f["depth"]),
+    lambda f: f"kary-{f['branching']}x{f['depth']}",
+)
+PATHS = TreeKind(
+    "paths",
+    ("paths",),
+    lambda f: check_q_len(count(f["paths"], "paths") + 1, "paths", MAX_Q_LEN, "paths + root"),
+    lambda f, _: from_paths(f["paths"]),
+    lambda f: f"paths-{count(f['paths'], 'paths')}",
+)
+PARENTS = TreeKind(
+    "parents",
+    ("parents",),
+    lambda f: check_q_len(count(f["parents"], "parents", 1), "parents", MAX_Q_LEN, "parents"),
+    lambda f, _: from_parents(f["parents"]),
+    lambda f: f"parents-{count(f['parents'], 'parents')}",
 )
