@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ddbench.inputs.pool import pool_layout
 from ddbench.suite.model import Case
 from ddbench.suite.presets import HEAD_DIM_QK, HEAD_DIM_V
 
@@ -29,13 +30,12 @@ class InputFootprint:
     output_bytes: int  # one bf16 output, (tokens to verify) x heads x 512
 
 
-def pool_rows(prefix_lens: tuple[int, ...], q_lens: tuple[int, ...], page_size: int) -> int:
-    """`inputs/pool.py`'s pool size: every other slot (or page) is left unused."""
+def pool_rows(
+    prefix_lens: tuple[int, ...], q_lens: tuple[int, ...], page_size: int, min_rows: int = 0
+) -> int:
+    """`inputs/pool.py`'s pool size: every other slot (or page) is left unused, or a real pool's size."""
     keys = [p + q for p, q in zip(prefix_lens, q_lens, strict=True)]
-    if page_size == 1:
-        return 2 * sum(keys) + 2
-    pages = sum(-(-k // page_size) for k in keys)
-    return (2 * pages + 2) * page_size
+    return pool_layout(keys, page_size, min_rows)[1]
 
 
 def input_footprint(case: Case) -> InputFootprint:
@@ -44,7 +44,7 @@ def input_footprint(case: Case) -> InputFootprint:
     heads, total_q = case.heads_per_rank, case.total_q
     requests = list(zip(case.prefix_lens, case.q_lens, strict=True))
     tokens = sum(case.prefix_lens) + total_q
-    rows = pool_rows(case.prefix_lens, case.q_lens, case.page_size)
+    rows = pool_rows(case.prefix_lens, case.q_lens, case.page_size, case.inputs.pool_rows)
     mask_bits = sum(q * (p + q) for p, q in requests)
     output = total_q * heads * HEAD_DIM_V * BF16_BYTES
     tensors = (

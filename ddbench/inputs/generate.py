@@ -56,14 +56,17 @@ def generate_inputs(case: Case, device: torch.device | str = "cpu") -> VerifyInp
     total_q = case.total_q
 
     request_keys = [p + q for p, q in zip(prefixes, q_lens, strict=True)]
-    slots, pool_rows = scatter_slots(request_keys, case.page_size, g)
+    slots, pool_rows = scatter_slots(request_keys, case.page_size, g, case.inputs.pool_rows)
     prefix_slots = [s[:p] for s, p in zip(slots, prefixes, strict=True)]
     draft_slots = [s[p:] for s, p in zip(slots, prefixes, strict=True)]
 
-    # Keys: per-channel gain on the latent part (like a normed latent with learned scales), rope part unit.
-    gain = torch.cat(
-        [torch.exp(0.4 * torch.randn(HEAD_DIM_V, generator=g)), torch.ones(HEAD_DIM_QK - HEAD_DIM_V)]
-    )
+    # Keys: per-channel gain on the latent part (like a normed latent with learned scales), a few outlier
+    # channels, the rope part at its own scale.
+    style = case.inputs
+    latent = torch.exp(style.latent_spread * torch.randn(HEAD_DIM_V, generator=g)) * style.latent_scale
+    if style.outlier_channels:
+        latent[torch.randperm(HEAD_DIM_V, generator=g)[: style.outlier_channels]] *= style.outlier_scale
+    gain = torch.cat([latent, torch.full((HEAD_DIM_QK - HEAD_DIM_V,), style.rope_scale)])
     n_tokens = sum(prefixes) + total_q
     keys = torch.randn(n_tokens, HEAD_DIM_QK, generator=g) * gain
 

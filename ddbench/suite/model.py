@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,10 +34,28 @@ class Layout:
 
 @dataclass(frozen=True)
 class InputStyle:
-    """How the synthetic tensors look: real models have spread scores and an attention sink."""
+    """How the synthetic tensors look: real models have spread scores and an attention sink, latent channels
+    of very different scales (a few outliers), a rope part of its own scale, and a large KV pool."""
 
     logit_spread: float = 2.5
     sink_logit: float = 4.0
+    latent_scale: float = 1.0  # median scale of the 512 latent channels (keys and values)
+    latent_spread: float = 0.4  # sigma of the channels' log-normal scales
+    outlier_channels: int = 0  # latent channels `outlier_scale` times larger
+    outlier_scale: float = 1.0
+    rope_scale: float = 1.0  # scale of the 64 rope channels of the keys
+    pool_rows: int = 0  # a pool of at least this many rows, the tokens spread over it (0: twice the tokens)
+
+    def to_json(self) -> dict[str, Any]:
+        """The two original fields always, the others where they differ from the defaults: the workloads
+        (and IDs) of cases written before them do not move."""
+        default = InputStyle()
+        out: dict[str, Any] = {"logit_spread": self.logit_spread, "sink_logit": self.sink_logit}
+        for f in dataclasses.fields(self)[2:]:
+            value = getattr(self, f.name)
+            if value != getattr(default, f.name):
+                out[f.name] = value
+        return out
 
 
 @dataclass(frozen=True)
@@ -135,7 +154,7 @@ class Case:
             "page_size": self.page_size,
             "dtype": self.dtype,
             "seed": self.seed,
-            "inputs": {"logit_spread": self.inputs.logit_spread, "sink_logit": self.inputs.sink_logit},
+            "inputs": self.inputs.to_json(),
         }
 
     def to_json(self) -> dict[str, Any]:

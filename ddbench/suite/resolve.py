@@ -15,6 +15,7 @@ from ddbench.suite.budget import Budget, budget_from_json
 from ddbench.suite.captures import CaptureInfo
 from ddbench.suite.expand import RawCase
 from ddbench.suite.ids import case_id
+from ddbench.suite.input_styles import INPUT_STYLES
 from ddbench.suite.model import LIMIT_NAMES, Case, InputStyle, Layout, ModelSpec, ParityBound
 from ddbench.suite.presets import find_preset, preset_names
 from ddbench.trees import MAX_Q_LEN, build_tree, tree_q_len
@@ -201,7 +202,10 @@ def _model_budgets(c: _Checker, budget: Budget) -> None:
 
 
 def _inputs(c: _Checker) -> InputStyle:
-    return InputStyle(**(c.value("inputs") or {}))
+    """A named style's fields, then those the suite sets beside it (the schema admits known names only)."""
+    spec = dict(c.value("inputs") or {})
+    style = INPUT_STYLES[spec.pop("style")] if "style" in spec else {}
+    return InputStyle(**{**style, **spec})
 
 
 def resolve_case(raw: RawCase, suite: str, file: str) -> tuple[Case | None, list[InputError]]:
