@@ -479,6 +479,21 @@ def test_summary():
     assert s["shapes"]["q_extend"] == [12, 8, 576] and s["sm_scale"] == pytest.approx(0.14468, abs=1e-5)
 
 
+def test_summary_measures_the_channels_a_synthetic_style_is_compared_on():
+    """Per-channel RMS of the prefix keys' latent and rope parts and of the output (docs/inputs.md)."""
+    capture = read_capture(SHIPPED / f"{SHIPPED_NAMES[1]}.safetensors")
+    s = capture_summary(capture)
+    x = capture.inputs
+    latent = x.k_buffer[x.kv_indices.long(), 0, :512].double()
+    rms = latent.square().mean(0).sqrt()
+    assert s["latent_channels"]["channels"] == 512 and s["rope_channels"]["channels"] == 64
+    assert s["latent_channels"]["median_rms"] == pytest.approx(float(rms.median()))
+    assert s["latent_channels"]["largest_over_median"][0] == pytest.approx(
+        float(rms.max() / rms.median()), abs=0.01
+    )
+    assert s["output_channels"]["channels"] == 512
+
+
 # --- the command line -------------------------------------------------------------------------------------
 
 

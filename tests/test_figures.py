@@ -219,3 +219,30 @@ def test_judge_always_fails_on_nonfinite_or_unwritten(broken):
     verdict = judge(bound(), figures_with(**broken), "candidate")
     assert verdict.status == FAIL
     assert verdict.failed
+
+
+# ---------------------------------------------------------------- channel-scaled figure
+
+
+def _serving_like(seed: int) -> torch.Tensor:
+    """MLA-like outputs: most channels ~0.04, eight outlier channels ~1 (the mla-serving input style)."""
+    g = torch.Generator().manual_seed(seed)
+    scale = 0.05 * torch.exp(0.3 * torch.randn(SHAPE[-1], generator=g, dtype=torch.float64))
+    scale[torch.randperm(SHAPE[-1], generator=g)[:8]] *= 20
+    return torch.randn(SHAPE, generator=g, dtype=torch.float64) * scale
+
+
+def test_an_error_confined_to_small_channels_slips_the_row_scaled_limits_but_not_the_channel_figure():
+    """15 % error on the elements under 2 % of their row's largest: row-scaled ULPs stay under 1.5 and
+    their mean under 0.2 (the outlier channels set each row's scale); at each channel's own scale it is
+    several ULPs. A correct bf16 rounding of the same output stays under one channel ULP."""
+    truth = _serving_like(3)
+    small = truth.abs() < 0.02 * truth.abs().amax(-1, keepdim=True)
+    sign = torch.randint(0, 2, SHAPE, generator=torch.Generator().manual_seed(4)).double() * 2 - 1
+    wrong = parity_figures(torch.where(small, truth * (1 + 0.15 * sign), truth).to(torch.bfloat16), truth)
+    assert wrong.max_row_ulp < 1.5 and wrong.mean_row_ulp < 0.2 and abs(wrong.gain) < 0.25
+    assert wrong.max_channel_ulp > 5
+    rounded = parity_figures(truth.to(torch.bfloat16), truth)
+    assert rounded.max_channel_ulp <= 0.5 + 1e-9  # round to nearest: half a ULP of the element, at most
+    verdict = judge(bound(max_row_ulp=1.5, mean_row_ulp=0.2, max_channel_ulp=1.5), wrong, "candidate")
+    assert verdict.status == FAIL and verdict.reasons[0].startswith("max_channel_ulp")

@@ -46,6 +46,19 @@ def _where(s: dict[str, Any]) -> str:
     return f"{s['model'] or 'model not recorded'}, layer {layer}, TP rank {tp} of {size}"
 
 
+def _channels_text(s: dict[str, Any]) -> str:
+    """Per-channel RMS of the prefix keys' latent and rope parts and of the output: median and outliers."""
+    lines = []
+    for name in ("latent_channels", "rope_channels", "output_channels"):
+        m = s.get(name)
+        if not m:
+            lines.append(f"{name.split('_')[0]}: nothing finite")
+            continue
+        top = ", ".join(f"{v:g}" for v in (m["largest_over_median"] or []))
+        lines.append(f"{name.split('_')[0]}: median RMS {m['median_rms']:.3g}, largest / median {top}")
+    return "\n".join(lines)
+
+
 def summary_table(s: dict[str, Any]) -> Table:
     table = Table(title=escape(s["file"]), title_justify="left", show_header=False)
     table.add_column("field", style="bold")
@@ -65,6 +78,7 @@ def summary_table(s: dict[str, Any]) -> Table:
             "pool",
             f"{s['pool_rows']} rows, page size {s['page_size']}, out_cache_loc {_said(s['out_cache_loc'])}",
         ),
+        ("channels", _channels_text(s)),
         ("shapes", "\n".join(f"{k} {tuple(v)}" for k, v in s["shapes"].items())),
         (
             "made",

@@ -6,10 +6,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ddbench.errors import InputError
 from ddbench.inputs.capture_file import Capture
 from ddbench.inputs.capture_format import OUTPUT_TENSOR, SUFFIX
 from ddbench.inputs.layout import TENSOR_FIELDS
+from ddbench.mla import HEAD_DIM_V
 
 
 def capture_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -25,6 +28,24 @@ def capture_files(paths: Iterable[str | Path]) -> list[Path]:
         else:
             out.append(path)
     return out
+
+
+def channel_magnitudes(values: torch.Tensor) -> dict[str, Any] | None:
+    """The per-channel RMS of (..., channels) values: median, spread and the largest few, what a synthetic
+    input style (docs/inputs.md) is compared on. None when there is nothing finite to measure."""
+    flat = values.detach().to("cpu", torch.float64).reshape(-1, values.shape[-1])
+    flat = flat[flat.isfinite().all(-1)]
+    if flat.numel() == 0:
+        return None
+    rms = flat.square().mean(0).sqrt()
+    median = float(rms.median())
+    top = rms.sort(descending=True).values[:8]
+    return {
+        "channels": int(rms.numel()),
+        "median_rms": median,
+        "p90_over_median": float(rms.quantile(0.9)) / median if median > 0 else None,
+        "largest_over_median": [round(float(v) / median, 2) for v in top] if median > 0 else None,
+    }
 
 
 def capture_summary(capture: Capture) -> dict[str, Any]:
@@ -60,6 +81,9 @@ def capture_summary(capture: Capture) -> dict[str, Any]:
         "is_causal": x.is_causal,
         "max_len_extend": x.max_len_extend,
         "pool_rows": int(x.k_buffer.shape[0]),
+        "latent_channels": channel_magnitudes(x.k_buffer[x.kv_indices.long(), 0, :HEAD_DIM_V]),
+        "rope_channels": channel_magnitudes(x.k_buffer[x.kv_indices.long(), 0, HEAD_DIM_V:]),
+        "output_channels": channel_magnitudes(capture.output),
         "shapes": shapes,
         "out_cache_loc": meta.get("out_cache_loc"),
         "source": meta.get("source"),

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from ddbench.inputs.layout import poisoned_mask
-from ddbench.metrics.ulp import lattice_ulps, row_scaled_ulps, ulps_vs_float
+from ddbench.metrics.ulp import channel_scaled_ulps, lattice_ulps, row_scaled_ulps, ulps_vs_float
 
 QUANTILE = 0.999
 
@@ -35,6 +35,9 @@ class ParityFigures:
     # Least-squares scale of the candidate against the reference, <o, r> / <r, r> - 1, in units of 2^-8 (one
     # bf16 step): a uniform gain of one step sits under row-scaled ULP limits but shows here as 1.0.
     gain: float = 0.0
+    # The error in ULPs of each channel's largest |reference| over the output (ulp.channel_scaled_ulps): an
+    # error confined to the many small channels, invisible at the outlier channels' scale, shows here.
+    max_channel_ulp: float = 0.0
 
     @property
     def abs_gain(self) -> float:
@@ -62,6 +65,7 @@ def parity_figures(candidate: torch.Tensor, against: torch.Tensor) -> ParityFigu
     both_bf16 = cand.dtype == torch.bfloat16 and ref.dtype == torch.bfloat16
     element = lattice_ulps(cand, ref) if both_bf16 else ulps_vs_float(cand, ref)
     row = row_scaled_ulps(cand, ref)
+    ok_channel = channel_scaled_ulps(cand, ref)[finite]
     diff = (cand.double() - ref.double()).abs()
     ok_element, ok_row, ok_diff = element[finite], row[finite], diff[finite]
     ref_finite = ref.double()[finite]
@@ -89,4 +93,5 @@ def parity_figures(candidate: torch.Tensor, against: torch.Tensor) -> ParityFigu
         against_nonfinite=int((~ref.isfinite()).sum()),
         worst=worst,  # type: ignore[arg-type]
         gain=excess / norm**2 * GAIN_UNITS if norm > 0 else 0.0,
+        max_channel_ulp=float(ok_channel.max()) if ok_channel.numel() else 0.0,
     )

@@ -48,3 +48,14 @@ def row_scaled_ulps(a: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     r64 = r.to(torch.float64)
     row_max = r64.abs().nan_to_num(nan=0.0, posinf=0.0).amax(dim=-1, keepdim=True)
     return (a.to(torch.float64) - r64).abs() / bf16_spacing(row_max)
+
+
+def channel_scaled_ulps(a: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    """|a - r| in ULPs of the channel's largest |r| over the whole output (every token and head): MLA
+    latents carry a few channels far larger than the rest, which set a row's scale and hide an error
+    confined to the many small channels; at its own channel's scale that error shows."""
+    r64 = r.to(torch.float64)
+    magnitude = r64.abs().nan_to_num(nan=0.0, posinf=0.0)
+    dims = tuple(range(r64.dim() - 1))
+    channel_max = magnitude.amax(dim=dims, keepdim=True) if dims and magnitude.numel() else magnitude
+    return (a.to(torch.float64) - r64).abs() / bf16_spacing(channel_max)

@@ -10,6 +10,7 @@ from ddbench.suite.budget import Budget
 
 LIMIT_NAMES = (
     "max_row_ulp", "mean_row_ulp", "p999_ulp", "max_ulp", "max_abs", "mean_abs", "rel_l2", "abs_gain",
+    "max_channel_ulp",
 )  # fmt: skip
 ANY_BACKEND = "*"
 
