@@ -79,6 +79,11 @@ def _tree_of(req: RequestPlan) -> torch.Tensor:
     return req.visible[:, _prefix_of(req) :]
 
 
+def _only_keys(req: RequestPlan, keys: torch.Tensor | slice) -> RequestPlan:
+    """The request with only these of its keys (an index tensor or a slice), visibility kept with them."""
+    return RequestPlan(req.q0, req.q1, req.key_slots[keys], req.visible[:, keys], req.draft_keys[keys])
+
+
 def _with_draft_block(
     x: VerifyInputs, plan: AttentionPlan, block: Callable[[int, RequestPlan], torch.Tensor]
 ) -> AttentionPlan:
@@ -168,8 +173,7 @@ def _prefix_window(first: bool, keys: int) -> Callable[[VerifyInputs, AttentionP
                 return req
             window = torch.arange(keys) if first else torch.arange(prefix - keys, prefix)
             kept = torch.cat([window, torch.arange(prefix, req.key_slots.numel())]).to(req.key_slots.device)
-            slots, visible, draft = req.key_slots[kept], req.visible[:, kept], req.draft_keys[kept]
-            return RequestPlan(req.q0, req.q1, slots, visible, draft)
+            return _only_keys(req, kept)
 
         return plan.with_requests(edit)
 
@@ -259,12 +263,7 @@ def _exp2_without_log2e(x: VerifyInputs, plan: AttentionPlan) -> AttentionPlan:
 
 def _key_chunk(start: int, end: int) -> Callable[[int, RequestPlan], RequestPlan]:
     """A request edit keeping only its keys [start, end)."""
-
-    def edit(r: int, req: RequestPlan) -> RequestPlan:
-        keys = slice(start, end)
-        return RequestPlan(req.q0, req.q1, req.key_slots[keys], req.visible[:, keys], req.draft_keys[keys])
-
-    return edit
+    return lambda r, req: _only_keys(req, slice(start, end))
 
 
 def _splits_averaged(keys: int) -> Callable[[Context], Prediction]:

@@ -196,17 +196,14 @@ def _prefix_without_offset(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
     return _slot_lists(x, lambda prefix, draft: torch.cat([indices[: prefix.numel()], draft]), k)
 
 
-def _mask_without_offset(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
-    def read(mask0: int, prefix: int, q_len: int) -> torch.Tensor:
-        i, j = torch.arange(q_len)[:, None], torch.arange(q_len)[None, :]
-        return _read(x, i * (prefix + q_len) + prefix + j)  # the bug: mask_indptr[r] never added
-
-    return _mask(x, k, read)
-
-
 def _own_tree(x: VerifyInputs, mask0: int, prefix: int, q_len: int) -> torch.Tensor:
+    """The (q_len, q_len) draft block at mask0, rows prefix + q_len apart: the right geometry."""
     i, j = torch.arange(q_len)[:, None], torch.arange(q_len)[None, :]
     return _read(x, mask0 + i * (prefix + q_len) + prefix + j)
+
+
+def _mask_without_offset(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
+    return _mask(x, k, lambda mask0, p, q: _own_tree(x, 0, p, q))  # the bug: mask_indptr[r] never added
 
 
 def _strict_ancestors(x: VerifyInputs, k: KernelInputs) -> KernelInputs:

@@ -10,11 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ddbench.mla import BF16_BYTES, HEAD_DIM_QK, HEAD_DIM_V, KV_ROW_BYTES
-
-KV_BYTES_PER_TOKEN = KV_ROW_BYTES  # [latent 512 || rope 64] bf16, one KV head (MLA)
-Q_BYTES_PER_HEAD = HEAD_DIM_QK * BF16_BYTES
-OUT_BYTES_PER_HEAD = HEAD_DIM_V * BF16_BYTES
+from ddbench.model.floor import CaseShape
 
 # Peak DRAM bandwidth (GB/s) by GPU model, matched on the device name (lower case, every word present);
 # the more specific names come first.
@@ -39,11 +35,11 @@ def known_bandwidth(device: Mapping[str, Any]) -> tuple[str, float] | None:
 
 
 def bytes_read(case: Mapping[str, Any]) -> int:
-    """Bytes a verify call must move for a results file's `case`: KV of prefix + draft, Q, and the output."""
-    heads = case["heads_per_rank"]
-    q_lens = case.get("q_lens") or [case["q_len"]] * case["batch_size"]  # files before ragged q_len
-    kv = sum(p + q for p, q in zip(case["prefix_lens"], q_lens, strict=True)) * KV_BYTES_PER_TOKEN
-    return kv + sum(q_lens) * heads * (Q_BYTES_PER_HEAD + OUT_BYTES_PER_HEAD)
+    """Bytes a verify call must move for a results file's `case`: KV of prefix + draft, Q, and the output
+    (the model's compulsory bytes; files from before ragged q_len give one q_len for every request)."""
+    q_lens = tuple(case.get("q_lens") or ())
+    shape = CaseShape(tuple(case["prefix_lens"]), case["q_len"], case["heads_per_rank"], q_lens)
+    return shape.compulsory_bytes
 
 
 def floor_us(case: Mapping[str, Any], bandwidth_gbs: float) -> float:
