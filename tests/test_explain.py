@@ -54,6 +54,9 @@ SUITE = {
 }
 # Mistakes that only a prefix past 2048-4096 keys shows: judged on the long workload.
 LONG_ONLY = {"prefix-truncated", "splits-no-lse"}
+# Mistakes within bf16 noise by every row-scaled figure: named only for a pair that failed the channel figure.
+CHANNEL_ONLY = {"row-shared-exponent"}
+CHANNEL_BOUND = {"max_row_ulp": 1.5, "mean_row_ulp": 0.2, "max_channel_ulp": 1.5}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -97,14 +100,31 @@ def test_each_mistake_is_named_in_its_own_output(explainer, long_explainer, hypo
     explainer = long_explainer if hypothesis in LONG_ONLY else explainer
     h = next(h for h in HYPOTHESES if h.name == hypothesis)
     v = next(v for v in h.variants if v.name == variant)
-    assert explainer.changes_output(hypothesis), "the test workload must expose every mistake"
-    diagnosis = explainer.diagnose(_bf16(v.predict(explainer.context)))
+    channel_only = hypothesis in CHANNEL_ONLY
+    assert explainer.changes_output(hypothesis) != channel_only, "the test workload must expose every mistake"
+    diagnosis = explainer.diagnose(
+        _bf16(v.predict(explainer.context)), CHANNEL_BOUND if channel_only else None
+    )
     assert diagnosis.verdict == EXPLAINED, diagnosis.summary()
     assert diagnosis.explains(hypothesis)
     top = diagnosis.ranking[0]
     assert top.hypothesis == hypothesis and top.match.rel_l2 < 5e-3 and top.match.nan_mismatch == 0
-    assert diagnosis.reference.score > 10 * top.match.score
+    if channel_only:  # the correct output is within noise; only the failed channel figure tells them apart
+        assert diagnosis.reference.within_noise() and diagnosis.reference.max_channel_ulp > 1.5
+        assert top.match.max_channel_ulp <= 1.5
+    else:
+        assert diagnosis.reference.score > 10 * top.match.score
     assert hypothesis in diagnosis.summary()
+
+
+def test_a_mistake_in_the_small_channels_is_not_named_without_the_failed_channel_figure(explainer):
+    """Within every row-scaled figure's noise, a row-shared-exponent output alone is no evidence; named only
+    when the pair failed a bound on max_channel_ulp."""
+    h = next(h for h in HYPOTHESES if h.name == "row-shared-exponent")
+    output = _bf16(h.variants[0].predict(explainer.context))
+    assert explainer.diagnose(output).verdict == MATCHES_REFERENCE
+    assert explainer.diagnose(output, {"max_row_ulp": 1.5, "mean_row_ulp": 0.2}).verdict == UNEXPLAINED
+    assert explainer.diagnose(output, CHANNEL_BOUND).verdict == EXPLAINED
 
 
 def test_a_stray_read_of_a_poisoned_row_is_recognised_by_its_nan_pattern(explainer):

@@ -243,6 +243,45 @@ def test_first_prefix_token_is_an_attention_sink(seed):
     assert lift == pytest.approx(4.0, abs=1.5)
 
 
+def draft_scores(x: VerifyInputs) -> torch.Tensor:
+    """sm_scale * q.k of every query and head against every draft key: (T, H, q_len)."""
+    keys = x.k_buffer[x.out_cache_loc, 0].double()
+    return x.sm_scale * torch.einsum("thd,kd->thk", x.q_extend.double(), keys)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_recent_tokens_form_a_local_peak(seed):
+    """The newest prefix token scores `local_logit` above the middle, half of it half a window back, nothing
+    before the window; every draft token gets the full lift; the sink keeps its own."""
+    peak = {"logit_spread": 1.0, "sink_logit": 4.0, "local_window": 64, "local_logit": 3.0}
+    s = scores(generate_inputs(one_case(prefix=300, seed=seed, inputs=peak)))
+    middle = s[..., 1:200].mean(-1)
+    assert (s[..., -1] - middle).mean().item() == pytest.approx(3.0, abs=1.0)
+    assert (s[..., -33] - middle).mean().item() == pytest.approx(1.5, abs=1.0)
+    assert (s[..., 200:236] - middle[..., None]).mean().item() == pytest.approx(0.0, abs=0.3)
+    assert (s[..., 0] - middle).mean().item() == pytest.approx(4.0, abs=1.5)
+    x = generate_inputs(one_case(prefix=300, seed=seed, inputs=peak))
+    assert (draft_scores(x).mean(-1) - middle).mean().item() == pytest.approx(3.0, abs=1.0)
+
+
+def test_the_local_peak_is_drawn_last(monkeypatch):
+    """On the same random stream, a peak changes only the window's keys, the drafts and the queries: it is
+    drawn after everything else, so the inputs of cases without one are what they were before it existed."""
+    monkeypatch.setattr("ddbench.inputs.generate.case_generator_seed", lambda case: 1234)
+    plain = generate_inputs(one_case(prefix=80, seed=3))
+    peaked = generate_inputs(one_case(prefix=80, seed=3, inputs={"local_window": 16, "local_logit": 2.0}))
+    before = plain.kv_indices[: 80 - 16]
+    assert torch.equal(plain.k_buffer[before], peaked.k_buffer[before])
+    assert torch.equal(plain.kv_indices, peaked.kv_indices) and torch.equal(
+        plain.custom_mask, peaked.custom_mask
+    )
+    window = plain.kv_indices[80 - 16 :]
+    assert not torch.equal(plain.k_buffer[window], peaked.k_buffer[window])
+    assert not torch.equal(plain.k_extend, peaked.k_extend) and not torch.equal(
+        plain.q_extend, peaked.q_extend
+    )
+
+
 # ---------------------------------------------------------------- check_inputs
 
 

@@ -64,6 +64,16 @@ def test_controls_pass_and_match_the_reference(smoke):
         assert c["max_abs_gain"] <= 0.1, c["name"]  # correct kernels carry no bias the gain figure sees
 
 
+def test_the_small_channel_mistake_is_caught_by_the_channel_figure_alone(smoke):
+    """Row-scaled limits miss an error confined to a row's small channels; max_channel_ulp alone fails it."""
+    m = next(m for m in smoke["report"]["mutants"] if m["name"] == "mutant:row-shared-exponent")
+    caught = [o for o in m["outcomes"] if o["caught"]]
+    assert caught and all(o["verdict"] == "explained" for o in caught)
+    for o in caught:
+        figures = [r.split(": ", 1)[1].split()[0] for r in o["reasons"]]  # "vs reference-fp64: <figure> ..."
+        assert figures and set(figures) == {"max_channel_ulp"}, o["reasons"]
+
+
 def test_outcomes_say_why(smoke):
     m = next(m for m in smoke["report"]["mutants"] if m["name"] == "mutant-emu:mask-stride")
     caught = [o for o in m["outcomes"] if o["caught"]]
@@ -76,7 +86,7 @@ def test_outcomes_say_why(smoke):
 def test_terminal_and_markdown_tables(smoke):
     out = smoke["result"].stdout
     assert "mutation self-test" in out and "mutant-emu:draft-missing" in out
-    assert "kill rate 40/40 (100%), diagnosis rate 40/40 (100%)" in out
+    assert "kill rate 41/41 (100%), diagnosis rate 41/41 (100%)" in out
     md = smoke["markdown"]
     assert md.startswith("### Mutation self-test") and "Kill rate **100%**" in md
     assert "| `mutant-emu:causal-mask` | 14/17 | 14/14 |" in md

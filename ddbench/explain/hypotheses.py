@@ -30,6 +30,7 @@ SCALE_576 = HEAD_DIM_QK**-0.5  # 1/sqrt(576): the absorbed width, a classic wron
 SCALE_192 = 192**-0.5  # qk_head_dim^-0.5 without YaRN's mscale^2
 TRUNCATED_PREFIX_KEYS = (2048, 512, 1024, 4096)  # prefix windows a port keeps (tile or split sizes)
 SPLIT_KEYS = (512, 256, 1024, 2048)  # split-KV chunks tried for an LSE-less combine (first: the mutant's)
+ROW_EXPONENT_BITS = 9  # significant bits a row keeps under its shared exponent (block floating point)
 
 
 class NotApplicable(Exception):
@@ -323,6 +324,18 @@ def _tokens_heads_transposed(ctx: Context) -> Prediction:
     return ctx.correct.permuted(rows=t * heads + h)
 
 
+def _row_shared_exponent(ctx: Context) -> Prediction:
+    """Each row on the grid 2^(e - ROW_EXPONENT_BITS + 1), 2^e <= its largest |element|: one exponent per row,
+    as a block-floating-point store of the output or the split parts would leave it."""
+    out = ctx.correct.output
+    largest = out.abs().amax(-1, keepdim=True).nan_to_num(0.0)
+    step = torch.exp2(
+        torch.floor(torch.log2(largest.clamp(min=torch.finfo(out.dtype).tiny))) - ROW_EXPONENT_BITS + 1
+    )
+    gridded = torch.where(largest > 0, (out / step).round() * step, out)
+    return Prediction(gridded, ctx.correct.free, ctx.correct.tree_mass)
+
+
 HYPOTHESES: tuple[Hypothesis, ...] = (
     Hypothesis(
         "draft-missing",
@@ -501,6 +514,19 @@ HYPOTHESES: tuple[Hypothesis, ...] = (
         "exp2 without log2(e) folded into the scale",
         "the softmax done with exp2 (as fast kernels do) but the scale left as sm_scale",
         (Variant("exp2(s)", "scores multiplied by ln 2 before the softmax", _planned(_exp2_without_log2e)),),
+    ),
+    Hypothesis(
+        "row-shared-exponent",
+        "each output row kept to 9 bits under one shared exponent (small channels lose their precision)",
+        "a block-floating-point store of the output or the split parts (one exponent per row, e.g. to halve "
+        "the parts' bytes): exact for the row's largest channels, coarse for its many small ones",
+        (
+            Variant(
+                f"{ROW_EXPONENT_BITS}-bit-row",
+                f"each row rounded to steps of 2^-{ROW_EXPONENT_BITS - 1} of its leading power of two",
+                _row_shared_exponent,
+            ),
+        ),
     ),
     Hypothesis(
         "splits-no-lse",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from ddbench.explain.attention import Prediction
-from ddbench.metrics.ulp import bf16_spacing
+from ddbench.metrics.ulp import bf16_spacing, channel_scaled_ulps
 
 EXPLAINED, MATCHES_REFERENCE, UNEXPLAINED = "explained", "matches-reference", "unexplained"
 
@@ -23,7 +23,8 @@ EXPLAINED, MATCHES_REFERENCE, UNEXPLAINED = "explained", "matches-reference", "u
 NOISE_REL_L2 = 0.02
 NOISE_MEAN_ROW_ULP = 1.0
 FAR_BETTER = 10.0
-BOUND_FIGURES = ("max_row_ulp", "mean_row_ulp", "rel_l2")  # the limits of a bound that a Match measures
+# the limits of a bound that a Match measures
+BOUND_FIGURES = ("max_row_ulp", "mean_row_ulp", "rel_l2", "max_channel_ulp")
 
 RULE = (
     f"explained: the best hypothesis that changes the output on this workload matches the candidate within "
@@ -47,6 +48,7 @@ class Match:
     rel_l2: float  # on elements finite on both sides
     max_row_ulp: float
     mean_row_ulp: float
+    max_channel_ulp: float  # in ULPs of each channel's largest |element| (a mistake in the small channels)
     nan_mismatch: float  # fraction of elements finite on one side only
     rows: int  # rows compared numerically
 
@@ -63,7 +65,7 @@ class Match:
 
     def within(self, bound: Mapping[str, float] | None) -> bool:
         """Within bf16 noise and, when the pair's bound is given, within each of its limits this match
-        measures (max_row_ulp, mean_row_ulp, rel_l2): what 'reproduces the output' means for a failed pair."""
+        measures (BOUND_FIGURES): what 'reproduces the output' means for a failed pair."""
         return self.within_noise() and self.within_limits(bound)
 
     def within_limits(self, bound: Mapping[str, float] | None) -> bool:
@@ -77,6 +79,7 @@ class Match:
             "rel_l2": _round(self.rel_l2),
             "max_row_ulp": _round(self.max_row_ulp),
             "mean_row_ulp": _round(self.mean_row_ulp),
+            "max_channel_ulp": _round(self.max_channel_ulp),
             "nan_mismatch": _round(self.nan_mismatch),
             "rows": self.rows,
         }
@@ -125,11 +128,13 @@ def match_prepared(c: Prepared, p: Prepared) -> Match:
     scaled = compared.any(-1) & ~p.free  # ULPs of an undefined row's 0 mean nothing
     row_max = (absdiff.amax(-1) / p.ulp)[scaled]
     row_sum = (absdiff.sum(-1) / p.ulp)[scaled]
+    channel = channel_scaled_ulps(c.values * compared, p.values * compared)[scaled]
     elements = int(compared.sum(-1)[scaled].sum())
     return Match(
         rel_l2=rel,
         max_row_ulp=float(row_max.max()) if row_max.numel() else 0.0,
         mean_row_ulp=float(row_sum.sum()) / elements if elements else 0.0,
+        max_channel_ulp=float(channel.max()) if channel.numel() else 0.0,
         nan_mismatch=float(mismatch.float().mean()) if mismatch.numel() else 0.0,
         rows=int(compared.any(-1).sum()),
     )

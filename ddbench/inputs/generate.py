@@ -1,8 +1,9 @@
 """Deterministic synthetic inputs for one case, in SGLang's extend layout.
 
 Realism that matters for parity: score spread like a real model's (not tiny logits that make softmax flat),
-an attention-sink token, per-channel scale in the latent KV, scattered pool slots, NaN in every unused pool
-row so a stray read poisons the output, and per-request trees drawn from the case's tree spec.
+an attention-sink token, optionally a peak on the recent tokens, per-channel scale in the latent KV,
+scattered pool slots, NaN in every unused pool row so a stray read poisons the output, and per-request
+trees drawn from the case's tree spec.
 """
 
 from __future__ import annotations
@@ -84,6 +85,10 @@ def generate_inputs(case: Case, device: torch.device | str = "cpu") -> VerifyInp
         if p > 0:
             keys[start] += case.inputs.sink_logit / (case.model.sm_scale * lean) * sink_dir
         start += p
+    if style.local_window > 0 and style.local_logit > 0:  # drawn last: inputs without a peak do not move
+        queries += lean * _local_peak(
+            keys, prefixes, style.local_window, style.local_logit / (case.model.sm_scale * lean), sink_dir, g
+        )
 
     k_buffer = torch.full((pool_rows, 1, HEAD_DIM_QK), float("nan"), dtype=dtype)
     order = torch.cat([torch.cat(prefix_slots), torch.cat(draft_slots)])
@@ -115,6 +120,29 @@ def generate_inputs(case: Case, device: torch.device | str = "cpu") -> VerifyInp
         trees=trees,
     )
     return inputs if torch.device(device).type == "cpu" else inputs.to(device)
+
+
+def _local_peak(
+    keys: torch.Tensor,
+    prefixes: list[int],
+    window: int,
+    lift: float,
+    sink_dir: torch.Tensor,
+    g: torch.Generator,
+) -> torch.Tensor:
+    """Lean the recent keys along a direction of their own (orthogonal to the sink's) and return it, for the
+    queries to lean along too: each request's last `window` prefix keys by `lift` falling linearly to 0
+    (the most recent the most), its draft keys (the newest tokens) by `lift` in full."""
+    direction = torch.randn(keys.shape[1], generator=g)
+    direction -= (direction @ sink_dir) * sink_dir
+    direction /= direction.norm()
+    start = 0
+    for p in prefixes:
+        back = torch.arange(min(window, p), 0, -1, dtype=keys.dtype) - 1  # tokens before the newest
+        keys[start + p - back.numel() : start + p] += ((1 - back / window) * lift)[:, None] * direction
+        start += p
+    keys[start:] += lift * direction  # the draft keys follow every prefix
+    return direction
 
 
 def _indptr(lengths: list[int], dtype: torch.dtype) -> torch.Tensor:

@@ -29,13 +29,15 @@ BOUND_SETS: dict[str, tuple[dict[str, Any], ...]] = {
         },
         {"candidate": "cuda-emu", "against": "triton", "max_row_ulp": 3.0, "mean_row_ulp": 0.4},
     ),
-    # The project kernel on a GPU (its own reductions in another order: a little more room).
+    # The project kernel on a GPU (its own reductions in another order: a little more room). The channel
+    # limit is the emulation's plus the same 0.5 of room; no GPU has measured it yet.
     "cuda": (
         {
             "candidate": "cuda",
             "against": "reference-fp64",
             "max_row_ulp": 2.0,
             "mean_row_ulp": 0.2,
+            "max_channel_ulp": 2.0,
             **_NO_WORSE_THAN_TRITON,
         },
         {"candidate": "cuda", "against": "triton", "max_row_ulp": 4.0, "mean_row_ulp": 0.4},

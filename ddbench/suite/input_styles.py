@@ -20,5 +20,7 @@ INPUT_STYLES: dict[str, dict[str, Any]] = {
         "outlier_channels": 8,
         "outlier_scale": 8.0,
         "pool_rows": 195_012,
+        "local_window": 64,
+        "local_logit": 2.0,
     },
 }

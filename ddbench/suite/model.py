@@ -35,8 +35,9 @@ class Layout:
 
 @dataclass(frozen=True)
 class InputStyle:
-    """How the synthetic tensors look: real models have spread scores and an attention sink, latent channels
-    of very different scales (a few outliers), a rope part of its own scale, and a large KV pool."""
+    """How the synthetic tensors look: real models have spread scores, an attention sink and a peak on the
+    recent tokens, latent channels of very different scales (a few outliers), a rope part of its own scale,
+    and a large KV pool."""
 
     logit_spread: float = 2.5
     sink_logit: float = 4.0
@@ -46,6 +47,8 @@ class InputStyle:
     outlier_scale: float = 1.0
     rope_scale: float = 1.0  # scale of the 64 rope channels of the keys
     pool_rows: int = 0  # a pool of at least this many rows, the tokens spread over it (0: twice the tokens)
+    local_window: int = 0  # the most recent prefix tokens (and the draft tokens) score higher: a local peak
+    local_logit: float = 0.0  # the lift of the most recent prefix token, falling linearly over the window
 
     def to_json(self) -> dict[str, Any]:
         """The two original fields always, the others where they differ from the defaults: the workloads
