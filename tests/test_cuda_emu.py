@@ -265,6 +265,7 @@ def test_more_ctas_than_units_leaves_idle_ctas_between_the_parts(fp64):
         prepared = real(inputs)
         prepared.ws_o.fill_(float("nan"))
         prepared.ws_lse.fill_(float("nan"))
+        prepared.ws_scale.fill_(float("nan"))
         return prepared
 
     backend.marshaled_launch = poisoned
@@ -553,5 +554,47 @@ def test_the_hardware_backends_launch_is_the_extension_call_alone(monkeypatch):
     assert counted == {"properties": 1, "marshal": 1} and len(calls) == 3
     arguments = calls[0]
     assert arguments[6] is x.o_extend and arguments[7] is lse
-    assert arguments[8].shape[0] == 8 and arguments[11] == 4  # two parts per CTA, allocated in prepare
+    assert arguments[8].shape[0] == 8 and arguments[10].shape == (8, 32, 4)  # two parts per CTA, in prepare
+    assert arguments[12] == 4  # the CTAs
     assert all(a is b for a, b in zip(calls[0], calls[2], strict=True))  # the very same tensors each launch
+
+
+@pytest.mark.parametrize(
+    ("label", "inputs"),
+    [
+        ("huge", {"latent_scale": 1000.0, "outlier_channels": 8, "outlier_scale": 1000.0}),  # outputs ~1e6
+        ("tiny", {"latent_scale": 1e-6, "latent_spread": 1.0, "sink_logit": 0.0}),  # outputs ~1e-6
+    ],
+)
+def test_the_fp16_parts_keep_their_precision_whatever_the_range(fp64, label, inputs):
+    """Parts are fp16 scaled per row quarter by a power of two: outputs of 1e6 (fp16 overflows at 65504)
+    and of 1e-6 (subnormal in fp16) come through split row tiles as exactly as outputs of 1."""
+    x = generate_inputs(make_case(label, prefix=300, inputs=inputs, tree={"kind": "ddtree", "budget": 8}))
+    backend = emu_with(12)
+    assert backend.marshaled_launch(x).plan.combines
+    out = backend.run(x).clone()
+    truth = fp64.run(x)
+    magnitude = float(truth.abs().amax())
+    assert (magnitude > 1e5) if label == "huge" else (magnitude < 1e-4), magnitude
+    f = parity_figures(out, truth)
+    assert bool(out.isfinite().all())
+    assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP and f.max_channel_ulp <= 1.5, f
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_poisoned_key_in_one_part_reaches_the_output_through_the_combine(bad):
+    """A non-finite key in one part of a split row tile makes the rows that see it non-finite (a NaN/Inf
+    element never sets the part's fp16 scale, so the other columns keep theirs); the other request's rows,
+    which never read it, stay exact."""
+    case = make_case("poison", batch_size=2, prefix=[300, 40], tree={"kind": "chain", "length": 4})
+    x = generate_inputs(case)
+    reference = get_backend("reference").run(x).clone()
+    x.k_buffer[x.kv_indices[250], 0, 7] = bad  # a prefix key of request 0, in a late part
+    backend = emu_with(16)
+    assert backend.marshaled_launch(x).plan.combines
+    out = backend.run(x).clone()
+    first = out[: x.q_lens[0]]
+    assert bool((~first.isfinite()).any(-1).all())  # every row of request 0 (each sees the whole prefix)
+    second = out[x.q_lens[0] :]
+    f = parity_figures(second, reference[x.q_lens[0] :])
+    assert bool(second.isfinite().all()) and f.max_row_ulp <= MAX_ROW_ULP

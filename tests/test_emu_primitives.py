@@ -75,6 +75,8 @@ def lib(lib_build) -> ctypes.CDLL:
     so.ddk_probe_bench.argtypes = [f64p, *ERR]
     so.ddk_probe_bf16.argtypes = [f32p, ctypes.c_int, u16p, u32p, f32p]
     so.ddk_probe_bf16.restype = None
+    so.ddk_probe_f16.argtypes = [f32p, ctypes.c_int, u16p, u32p, f32p]
+    so.ddk_probe_f16.restype = None
     so.ddk_probe_exp2.argtypes = [ctypes.c_float]
     so.ddk_probe_exp2.restype = ctypes.c_float
     return so
@@ -405,6 +407,56 @@ def test_bf16_helpers_round_to_nearest_even(lib) -> None:
     )
     assert np.all((nan_bits & 0x7FC0) == 0x7FC0), [hex(b) for b in nan_bits]  # NaN, quiet bit set
     assert lib.ddk_probe_exp2(-3.5) == pytest.approx(2.0**-3.5, rel=1e-6)
+
+
+def test_fp16_conversion_matches_ieee_round_to_nearest_even(lib):
+    """The parts' fp16: every rounding boundary of the normal and subnormal range, overflow, zeros, NaN."""
+    rng = np.random.default_rng(5)
+    halves = np.arange(0x10000, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+    finite = halves[np.isfinite(halves)]
+    ordered = np.sort(finite[finite >= 0])
+    ties = ((ordered[:-1].astype(np.float64) + ordered[1:]) / 2).astype(np.float32)  # exact midpoints
+    nudged = np.concatenate([np.nextafter(ties, np.float32(0)), np.nextafter(ties, np.float32(np.inf))])
+    special = np.array(
+        [0.0, -0.0, 65504.0, 65519.0, 65520.0, 1e9, np.inf, -np.inf, 2.0**-25, 2.0**-26, 1e-40]
+    )
+    values = np.concatenate(
+        [
+            finite,
+            ties,
+            -ties,
+            nudged,
+            special,
+            rng.standard_normal(4000) * 300,
+            rng.standard_normal(2000) * 1e-6,
+        ]
+    ).astype(np.float32)
+    values = np.ascontiguousarray(values[: values.size // 2 * 2])
+    n = values.size
+    bits, back = np.zeros(n, dtype=np.uint16), np.zeros(n, dtype=np.float32)
+    packed = np.zeros(n // 2, dtype=np.uint32)
+    lib.ddk_probe_f16(
+        ptr(values, ctypes.c_float),
+        n,
+        ptr(bits, ctypes.c_uint16),
+        ptr(packed, ctypes.c_uint32),
+        ptr(back, ctypes.c_float),
+    )
+    with np.errstate(over="ignore"):  # 65520 and up become Inf, as they must
+        expected = values.astype(np.float16)
+    assert np.array_equal(bits, expected.view(np.uint16)), values[bits != expected.view(np.uint16)][:5]
+    assert np.array_equal(back, expected.astype(np.float32))
+    assert np.array_equal(packed, bits[0::2].astype(np.uint32) | (bits[1::2].astype(np.uint32) << 16))
+    nans = np.array([0x7FC00000, 0xFF812345], dtype=np.uint32).view(np.float32)
+    nan_bits = np.zeros(2, dtype=np.uint16)
+    lib.ddk_probe_f16(
+        ptr(nans, ctypes.c_float),
+        2,
+        ptr(nan_bits, ctypes.c_uint16),
+        ptr(packed, ctypes.c_uint32),
+        ptr(back, ctypes.c_float),
+    )
+    assert np.all((nan_bits & 0x7E00) == 0x7E00) and np.all(np.isnan(back[:2])), [hex(b) for b in nan_bits]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -4,6 +4,8 @@ uninitialised shared read are each caught and named; clean kernels, the verify k
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -13,7 +15,6 @@ from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.errors import InputError
 from ddbench.inputs import generate_inputs
 from ddbench.kernel.build import REPO_ROOT
-from ddbench.kernel.launch import PreparedLaunch
 from ddbench.kernel.sanitizer import parse_sanitizer_report
 from ddbench.suite import load_suite
 
@@ -167,7 +168,7 @@ def test_memcheck_names_the_kv_pool_when_a_slot_points_past_it(emu, monkeypatch)
         slots = launch.kernel.kv_slots.clone()
         slots[3] = launch.kernel.kv.shape[0]  # one row past the pool
         kernel = type(launch.kernel)(**{**vars(launch.kernel), "kv_slots": slots})
-        return PreparedLaunch(kernel, launch.plan, launch.out, launch.ws_o, launch.ws_lse)
+        return dataclasses.replace(launch, kernel=kernel)
 
     monkeypatch.setattr(CudaEmuBackend, "marshaled_launch", bad_slot)
     report = emu.run_traced(x, counters=False, sanitize=True).sanitizer

@@ -245,6 +245,8 @@ def test_plan_constants_agree_with_the_kernel_source():
     assert c["kCombineThreads"] == plan.COMBINE_THREADS
     # the combine kernel: 4 output columns per thread cover the 512 of a row
     assert c["kCombineThreads"] * 4 == c["kDimV"]
+    # a part row: 512 fp16 columns, one scale per quarter, the LSE (what the model and footprint count)
+    assert c["kPartQuarters"] == plan.PART_QUARTERS and c["kDimV"] * 2 + 4 * 4 + 4 == plan.PART_ROW_BYTES
     smem = c["kStages"] * c["kStageBytes"] + c["kReduceBytes"]
     assert plan.SMEM_BYTES == smem == c["kSmemBytes"]
     assert c["kStageBytes"] == c["kBlockN"] * c["kDimQK"] * 2  # 32 keys of 1152 B

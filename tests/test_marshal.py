@@ -445,13 +445,14 @@ def test_plan_for_an_empty_batch():
 def test_prepare_launch_workspace_only_when_row_tiles_are_split():
     x = case_inputs("ddtree64-paged")
     one = prepare_launch(x, whole_row_tiles=True)
-    assert one.ws_o is None and one.ws_lse is None
+    assert one.ws_o is None and one.ws_lse is None and one.ws_scale is None
     assert one.out.data_ptr() == x.o_extend.data_ptr()
     assert one.total_rows == sum(x.q_lens) * x.num_heads
     five = prepare_launch(x, ctas=5)
     assert five.plan.ctas == 5 and five.plan.combines
-    assert five.ws_o.shape == (10, BLOCK_M, 512) and five.ws_o.dtype == torch.float32
+    assert five.ws_o.shape == (10, BLOCK_M, 512) and five.ws_o.dtype == torch.float16
     assert five.ws_lse.shape == (10, BLOCK_M) and five.ws_lse.dtype == torch.float32
+    assert five.ws_scale.shape == (10, BLOCK_M, 4) and five.ws_scale.dtype == torch.float32
     auto = prepare_launch(x)
     keys = sum(x.prefix_lens) + sum(x.q_lens)
     assert auto.plan == plan_launch(x.batch_size, x.num_heads, x.max_len_extend, keys)

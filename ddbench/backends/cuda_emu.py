@@ -23,6 +23,7 @@ from ddbench.kernel.sanitizer import SanitizerReport, parse_sanitizer_report
 from ddbench.kernel.work_shapes import verify_work_shapes
 
 _ERROR_BYTES = 4096
+BUFFERS = 11  # q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale
 _EMU_SOURCE = Path("verify") / "verify_emu.cpp"
 
 
@@ -106,7 +107,7 @@ class CudaEmuBackend:
             raise RuntimeError(self._problem) from None
         library.ddk_verify_emu.restype = ctypes.c_int
         library.ddk_verify_emu.argtypes = (
-            [ctypes.c_void_p] * 10
+            [ctypes.c_void_p] * BUFFERS
             + [ctypes.c_int] * 6
             + [
                 ctypes.c_float,
@@ -117,7 +118,7 @@ class CudaEmuBackend:
         )
         library.ddk_verify_emu_traced.restype = ctypes.c_int
         library.ddk_verify_emu_traced.argtypes = (
-            [ctypes.c_void_p] * 10
+            [ctypes.c_void_p] * BUFFERS
             + [ctypes.c_int] * 6
             + [ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int]
             + [ctypes.POINTER(ctypes.c_int64)]
@@ -171,7 +172,7 @@ class CudaEmuBackend:
         the emulation stops (divergence, a bad shared-memory address) raises KernelEmulationError as `run`.
 
         `one_cta_per_shape`: emulate one verify CTA of each work shape (`ddbench.kernel.work_shapes`) and
-        count it for all of its shape; the combine runs whole on a zeroed workspace.
+        count it for all of its shape; the combine runs whole on a prefilled workspace (weight-1 zero parts).
         For big cases: the counts docs/emulation.md calls exact stay exact, unique sectors become a lower
         bound, and the output is not computed.
         """
@@ -181,7 +182,7 @@ class CudaEmuBackend:
             raise ValueError("late_wait_phases must be >= 0")
         library = self._load()
         launch, tensors, scalars = self._arguments(inputs, lse)
-        extents = (ctypes.c_int64 * 10)(*(_extent(t) for t in self._buffers(launch, lse)))
+        extents = (ctypes.c_int64 * BUFFERS)(*(_extent(t) for t in self._buffers(launch, lse)))
         flags = (_FLAG_COUNT if counters else 0) | (_FLAG_SANITIZE if sanitize else 0)
         flags |= _FLAG_GROUP if group_shapes else 0
         subset = weights = None
@@ -227,22 +228,23 @@ class CudaEmuBackend:
     @staticmethod
     def _prefill_workspace(launch: PreparedLaunch) -> None:
         """Weight-1 parts where the CTAs that will not run would write theirs: the combine reads them all."""
-        if launch.ws_o is not None and launch.ws_lse is not None:
+        if launch.ws_o is not None and launch.ws_lse is not None and launch.ws_scale is not None:
             launch.ws_o.zero_()
             launch.ws_lse.zero_()
+            launch.ws_scale.fill_(1.0)
 
     @staticmethod
     def _buffers(launch: PreparedLaunch, lse: torch.Tensor | None) -> list[torch.Tensor | None]:
         k = launch.kernel
         return [
             k.q, k.kv, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out, lse, launch.ws_o,
-            launch.ws_lse,
+            launch.ws_lse, launch.ws_scale,
         ]  # fmt: skip
 
     def _arguments(
         self, inputs: VerifyInputs, lse: torch.Tensor | None
     ) -> tuple[PreparedLaunch, list[ctypes.c_void_p], list[int | float]]:
-        """The launch and the ABI's leading arguments: ten buffers, then the shape scalars and the scale."""
+        """The launch and the ABI's leading arguments: the buffers, then the shape scalars and the scale."""
         if lse is not None:
             expected = (inputs.q_extend.shape[0], inputs.q_extend.shape[1])
             shaped = lse.dtype == torch.float32 and tuple(lse.shape) == expected and lse.is_contiguous()
@@ -255,7 +257,7 @@ class CudaEmuBackend:
         tensors = [k.q, k.kv, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out]
         if not all(t.is_contiguous() for t in tensors):
             raise ValueError("the emulated kernel needs contiguous tensors")
-        pointers = [_pointer(t) for t in (*tensors, lse, launch.ws_o, launch.ws_lse)]
+        pointers = [_pointer(t) for t in (*tensors, lse, launch.ws_o, launch.ws_lse, launch.ws_scale)]
         scalars: list[int | float] = [
             launch.total_rows,
             k.heads,

@@ -72,6 +72,7 @@ class CudaKernelBackend:
             lse,
             launch.ws_o if launch.ws_o is not None else empty,
             launch.ws_lse if launch.ws_lse is not None else empty,
+            launch.ws_scale if launch.ws_scale is not None else empty,
             k.sm_scale,
             launch.plan.ctas,
             launch.plan.whole_row_tiles,

@@ -3,8 +3,8 @@
 A sampled traced launch (one CTA per work shape) cannot count the launch-wide unique sectors, which are what
 DRAM sees; they follow from the addresses alone: every (token, head) row of Q, every pool row a key slot
 names, the slot list, the offsets, the mask words of draft columns, the output rows of row tiles a CTA covers
-whole (and their LSE), and the fp32 parts of the others. Mirrors kernels/verify/verify_attn.cuh; a test
-checks it against fully emulated launches, sector for sector.
+whole (and their LSE), and the fp16 parts of the others (with their scales and LSE). Mirrors
+kernels/verify/verify_attn.cuh; a test checks it against fully emulated launches, sector for sector.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ import torch
 
 from ddbench.inputs.footprint import FP32_BYTES as FP32
 from ddbench.kernel.launch import PreparedLaunch
-from ddbench.kernel.plan import BLOCK_M
+from ddbench.kernel.plan import BLOCK_M, PART_QUARTERS
 from ddbench.kernel.work_split import cta_segments, request_extents
 from ddbench.mla import HEAD_DIM_V, KV_ROW_BYTES
 
+FP16 = 2
 SECTOR = 32  # bytes (ddbench.model.counters_input.SECTOR_BYTES sits in a higher layer)
 
 
@@ -65,15 +66,14 @@ def verify_unique_sectors(launch: PreparedLaunch, lse: torch.Tensor | None = Non
                 if lse is not None:
                     pieces.append((lse.data_ptr() + rows * FP32, torch.full_like(rows, FP32)))
             else:
-                assert launch.ws_o is not None and launch.ws_lse is not None
+                assert launch.ws_o is not None and launch.ws_lse is not None and launch.ws_scale is not None
                 part = s.slot * BLOCK_M + torch.arange(valid, dtype=torch.int64)
-                pieces.append(
-                    (
-                        launch.ws_o.data_ptr() + part * HEAD_DIM_V * FP32,
-                        torch.full_like(part, HEAD_DIM_V * FP32),
-                    )
-                )
-                pieces.append((launch.ws_lse.data_ptr() + part * FP32, torch.full_like(part, FP32)))
+                for buffer, row_bytes in (
+                    (launch.ws_o, HEAD_DIM_V * FP16),
+                    (launch.ws_scale, PART_QUARTERS * FP32),
+                    (launch.ws_lse, FP32),
+                ):
+                    pieces.append((buffer.data_ptr() + part * row_bytes, torch.full_like(part, row_bytes)))
     starts = torch.cat([p[0] for p in pieces])
     lengths = torch.cat([p[1] for p in pieces])
     return int(torch.unique(_sectors(starts, lengths)).numel())

@@ -16,11 +16,14 @@ THREADS = 256
 SMEM_BYTES = 94_208
 REDUCE_STRIDE = BLOCK_N + 8  # floats between partial-S rows
 COMBINE_THREADS = 128
+PART_QUARTERS = 4  # a part row's 512 fp16 columns: 4 quarters, each with its own power-of-two scale
+PART_ROW_BYTES = 512 * 2 + PART_QUARTERS * 4 + 4  # fp16 columns, the quarters' scales, the row's LSE
 CTAS_PER_SM = 1  # 94,208 B of shared memory per CTA: one fits in an SM's 100 KB
 DEFAULT_SM_COUNT = 188  # RTX PRO 6000 Blackwell; the emulation plans as if on it
-# About this many key tiles per CTA or more (units / MIN_TILES_PER_CTA CTAs): fewer, and the fp32 part a CTA
-# writes for the combine (64 KB per row tile) costs more than the tiles it saves. When the row tiles average
-# at most this many tiles, each runs whole in one CTA.
+# About this many key tiles per CTA or more (units / MIN_TILES_PER_CTA CTAs): fewer, and the part a CTA
+# writes for the combine (32 KB of fp16 per row tile) costs more than the tiles it saves. When the row
+# tiles average at most this many tiles, each runs whole in one CTA. Re-swept with fp16 parts (2, 3, 4, 6 on
+# suites/model-report.json): 4 is still best at bs1 q9 p4k (8.64 µs; 3: 9.10, 2: 10.6), 2-3 win at p1k.
 MIN_TILES_PER_CTA = 4
 # With at least this many waves of whole row tiles, the tail costs less than splitting them into parts (the
 # k26-verify bs16 q_len 64 cases at prefix 128 were modeled 1.6x slower split).
@@ -44,7 +47,7 @@ class LaunchPlan:
 
     @property
     def workspace_parts(self) -> int:
-        """fp32 parts (BLOCK_M rows each) the workspace holds: at most two per CTA."""
+        """Parts (BLOCK_M rows each) the workspace holds: at most two per CTA."""
         return 2 * self.ctas if self.combines else 0
 
 

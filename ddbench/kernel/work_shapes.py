@@ -3,7 +3,7 @@ emulates (one CTA per shape, counted as many times as the shape has CTAs).
 
 Two CTAs have the same shape when the kernel does the same work in them, instruction for instruction: the
 same segments in order, each as many requests after the one before it, with the same number of valid rows
-in its row tile, the same output (the row tile whole to the output, or a part to the fp32 workspace) and,
+in its row tile, the same output (the row tile whole to the output, or a part to the fp16 workspace) and,
 tile by tile, the same number of valid keys, the same first draft key inside the tile (the keys at or
 after the prefix read the tree mask) and the same number of mask words read per row.
 Everything the counters count then agrees (instructions, bytes requested, shared-memory wavefronts, barriers,

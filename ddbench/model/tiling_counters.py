@@ -12,9 +12,17 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ddbench.kernel.plan import BLOCK_M, BLOCK_N, COMBINE_THREADS, SMEM_BYTES, THREADS, plan_launch
+from ddbench.kernel.plan import (
+    BLOCK_M,
+    BLOCK_N,
+    COMBINE_THREADS,
+    PART_ROW_BYTES,
+    SMEM_BYTES,
+    THREADS,
+    plan_launch,
+)
 from ddbench.kernel.work_split import cta_segments, request_extents
-from ddbench.mla import HEAD_DIM_V, KV_ROW_BYTES
+from ddbench.mla import KV_ROW_BYTES
 from ddbench.model.counters_input import SECTOR_BYTES
 from ddbench.model.floor import OUT_ROW_BYTES, Q_ROW_BYTES, CaseShape
 
@@ -28,7 +36,6 @@ LDMATRIX_PV = WARPS * 2 * 8  # 128 ldmatrix.x4.trans
 PARTIAL_STORES = WARPS * 8  # st64: 4 n8 tiles x 2 row halves per warp
 REDUCE_LOADS = WARPS * 32  # ld64: 4 n8 tiles x 2 row halves x 4 quarters per warp
 REDUCE_64 = 2  # wavefronts per 64-bit partial-S access: conflict-free at the 40-float row stride
-WS_ROW_BYTES = HEAD_DIM_V * 4  # fp32 part row
 
 
 def _phase(
@@ -44,7 +51,7 @@ def _phase(
 
 
 def _segment_phases(tiles: int, rows: int, whole: bool) -> list[dict[str, int]]:
-    out_bytes = rows * (OUT_ROW_BYTES if whole else WS_ROW_BYTES + 4)
+    out_bytes = rows * (OUT_ROW_BYTES if whole else PART_ROW_BYTES)
     phases = [
         _phase(
             wavefronts=8 * CP_ASYNC_PER_TILE,
@@ -124,7 +131,7 @@ def tiling_counters(shape: CaseShape, sm_count: int = 188) -> dict[str, Any]:
         sectors += count * moved // SECTOR_BYTES
         pairs += [(count, tiles) for tiles, _, _ in cta]
         parts += count * sum(rows for _, rows, whole in cta if not whole)
-    ws = parts * (WS_ROW_BYTES + 4)
+    ws = parts * PART_ROW_BYTES
     unique = shape.kv_bytes + shape.q_and_out_bytes + ws
     combine_rows = sum(shape.q_lens) * shape.heads if plan.combines else 0
     verify = {
@@ -168,7 +175,7 @@ def tiling_counters(shape: CaseShape, sm_count: int = 188) -> dict[str, Any]:
                         "example_cta": [0, 0, 0],
                         "global_bytes": moved,
                         "phases": [
-                            _phase(global_bytes=moved, instructions=4 * (read // WS_ROW_BYTES + 1) * 12)
+                            _phase(global_bytes=moved, instructions=4 * (read // PART_ROW_BYTES + 1) * 12)
                         ],
                     }
                 ],

@@ -637,6 +637,15 @@ void ddk_probe_bf16(const float* in, int n, uint16_t* bits, uint32_t* packed, fl
   for (int i = 0; i + 1 < n; i += 2) packed[i / 2] = pack_bf16x2(in[i], in[i + 1]);
 }
 
+// The same for fp16 (the combine's parts).
+void ddk_probe_f16(const float* in, int n, uint16_t* bits, uint32_t* packed, float* back) {
+  for (int i = 0; i < n; ++i) {
+    bits[i] = float_to_f16(in[i]);
+    back[i] = f16_to_float(bits[i]);
+  }
+  for (int i = 0; i + 1 < n; i += 2) packed[i / 2] = pack_f16x2(in[i], in[i + 1]);
+}
+
 float ddk_probe_exp2(float x) { return fast_exp2(x); }
 
 // Traced probes. flags: bit 0 counters, bit 1 sanitizer, bit 2 group CTAs by shape. *counters and

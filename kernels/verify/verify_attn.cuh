@@ -6,10 +6,10 @@
 // batch, request-major, are cut into `num_ctas` equal contiguous ranges, one per CTA (a single wave sized to
 // the GPU by the host): a long request of a ragged batch gets as many CTAs as its share of the work, and no CTA
 // is left without keys. A CTA walks its range as segments of one row tile each; a segment that covers its row
-// tile whole writes the output, one that covers part of it writes an fp32 partial (output and log-sum-exp) that
-// the combine kernel merges with the other parts of that row tile. With `whole_row_tiles`, CTA c is row tile c
-// whole (short prefixes: nothing to combine). Only keys at or after the prefix read the tree mask (bit words per
-// draft row over the draft columns).
+// tile whole writes the output, one that covers part of it writes a partial (output in fp16, each row quarter
+// scaled by a power of two, and its log-sum-exp) that the combine kernel merges with the other parts of that
+// row tile. With `whole_row_tiles`, CTA c is row tile c whole (short prefixes: nothing to combine). Only keys
+// at or after the prefix read the tree mask (bit words per draft row over the draft columns).
 //
 // 8 warps: warp w works on row group g = w / 4 (16 rows) and quarter c = w % 4. For S = Q K^T, the quarter is
 // a 144-wide slice of the 576 dims (Q fragments stay in registers); the four partial S tiles of a row group
@@ -47,12 +47,12 @@ static_assert(kSmemBytes <= 101376, "sm_120 allows 99 KB of shared memory per bl
 constexpr float kNegInf = -__builtin_huge_valf();
 constexpr float kLn2 = 0.69314718055994530942f;
 
-// Two fp32 values moved as one 64-bit access, four as one 128-bit access.
+// Four fp16 (two pairs) moved as one 64-bit access, two fp32 values likewise.
+struct alignas(8) Half4 {
+  uint32_t lo, hi;
+};
 struct alignas(8) Float2 {
   float x, y;
-};
-struct alignas(16) Float4 {
-  float x, y, z, w;
 };
 
 struct VerifyParams {
@@ -64,7 +64,9 @@ struct VerifyParams {
   const uint32_t* mask_words;   // (T, mask_words_per_row): bit j of row t = draft column j visible
   uint16_t* out;                // (T, H, 512) bf16
   float* lse;                   // (T, H) natural-log LSE, or nullptr
-  float* ws_o;                  // (2 * num_ctas, kBlockM, 512) fp32 partial outputs of split row tiles
+  uint16_t* ws_o;               // (2 * num_ctas, kBlockM, 512) fp16 partial outputs of split row tiles, laid
+                                // out as part_column() says, each row quarter divided by its ws_scale
+  float* ws_scale;              // (2 * num_ctas, kBlockM, 4) the power of two each row quarter was divided by
   float* ws_lse;                // (2 * num_ctas, kBlockM) their LSE in log2 units
   int total_rows;               // T * H
   int heads;
@@ -154,6 +156,36 @@ DDK_DEVICE uint32_t fetch_mask_word(const VerifyParams& p, const Request& g, int
 DDK_DEVICE void stage_mask_word(float* reduce, uint32_t word) {
   const int t = ddk::thread_idx_x();
   if (t < 2 * kBlockM) ddk::st_shared(reinterpret_cast<uint32_t*>(reduce) + mask_slot(t / 2, t % 2), word);
+}
+
+// A part's row quarter is stored as fp16 divided by a power of two that brings its largest finite |value|
+// into [2^14, 2^15): every element down to 2^-28 of that largest keeps fp16's 11 significant bits (an error
+// of at most 2^-11 of itself, an eighth of what the output's bf16 rounding allows), whatever the values'
+// range; a latent of 1e5 would overflow fp16 unscaled. Half the bytes of fp32 parts, written and read back
+// by the combine. An Inf or NaN element stays one (it does not set the scale).
+constexpr int kPartQuarters = kDimV / kColSlice;  // one scale per warp's 128 columns of a part row
+
+DDK_DEVICE float finite_abs(float x) {
+  const float a = fabsf(x);
+  return a <= 3.40282346638528859811704183484516925e38f ? a : 0.f;  // NaN and Inf: 0
+}
+
+struct PartScale {
+  float unit, inverse;  // unit = 2^k; largest / unit in [2^14, 2^15) for a normal largest
+};
+
+DDK_DEVICE PartScale part_scale(float largest) {
+  const int exponent = static_cast<int>((ddk::float_bits(largest) >> 23) & 0xffu) - 127;  // floor(log2)
+  const int k = exponent - 14 < -126 ? -126 : (exponent - 14 > 113 ? 113 : exponent - 14);
+  return {ddk::bits_float(static_cast<uint32_t>(k + 127) << 23), ddk::bits_float(static_cast<uint32_t>(127 - k) << 23)};
+}
+
+// The part's 512 columns are stored lane-major: lane `lc` of a quad writes its two C-fragment pairs of
+// n-tiles 2j and 2j+1 as 8 contiguous bytes, so each quad fills whole 32-byte sectors. Stored position
+// (quarter, j, lc, e) holds column quarter*128 + (2j + e/2)*8 + 2lc + e%2.
+DDK_HOST_DEVICE int part_column(int position) {
+  const int quarter = position / kColSlice, j = position % kColSlice / 16, lc = position % 16 / 4, e = position % 4;
+  return quarter * kColSlice + (2 * j + e / 2) * 8 + 2 * lc + e % 2;
 }
 
 // Row tile `row_tile` of request g over key tiles [tile_begin, tile_end). slot < 0: the segment is the row tile
@@ -310,9 +342,20 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     row_sum[h] += ddk::shfl_xor(row_sum[h], 1);
     row_sum[h] += ddk::shfl_xor(row_sum[h], 2);
   }
+  float inv[2];
+  PartScale scale[2] = {{1.f, 1.f}, {1.f, 1.f}};
+  for (int h = 0; h < 2; ++h) {
+    inv[h] = row_sum[h] > 0.f ? 1.f / row_sum[h] : 0.f;  // a fully masked row gives 0, not NaN
+    if (slot < 0) continue;  // uniform over the CTA: the whole warp shuffles
+    float largest = 0.f;
+    for (int n = 0; n < kOutTiles; ++n)
+      largest = fmaxf(largest, fmaxf(finite_abs(o[n][2 * h]), finite_abs(o[n][2 * h + 1])));
+    largest = fmaxf(largest, ddk::shfl_xor(largest, 1));
+    largest = fmaxf(largest, ddk::shfl_xor(largest, 2));
+    scale[h] = part_scale(largest * inv[h]);
+  }
   for (int h = 0; h < 2; ++h) {
     if (!my_valid[h]) continue;
-    const float inv = row_sum[h] > 0.f ? 1.f / row_sum[h] : 0.f;  // a fully masked row gives 0, not NaN
     // NaN (a poisoned key was read) must reach the combine and the output, never hide as an empty part.
     const bool seen = row_sum[h] > 0.f || row_sum[h] != row_sum[h];
     const float lse2 = seen ? row_max[h] + log2f(row_sum[h]) : kNegInf;
@@ -320,13 +363,17 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
       const int64_t grow = my_global_row[h];
       uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + grow * kDimV + quarter * kColSlice);
       for (int n = 0; n < kOutTiles; ++n)
-        ddk::st_global(dst + (n * 8 + 2 * lc) / 2, ddk::pack_bf16x2(o[n][2 * h] * inv, o[n][2 * h + 1] * inv));
+        ddk::st_global(dst + (n * 8 + 2 * lc) / 2, ddk::pack_bf16x2(o[n][2 * h] * inv[h], o[n][2 * h + 1] * inv[h]));
       if (p.lse != nullptr && quarter == 0 && lc == 0) ddk::st_global(p.lse + grow, lse2 * kLn2);
     } else {
       const int64_t part = static_cast<int64_t>(slot) * kBlockM + group * 16 + lr + 8 * h;
-      Float2* dst = reinterpret_cast<Float2*>(p.ws_o + part * kDimV + quarter * kColSlice);
-      for (int n = 0; n < kOutTiles; ++n)
-        ddk::st_global(dst + (n * 8 + 2 * lc) / 2, Float2{o[n][2 * h] * inv, o[n][2 * h + 1] * inv});
+      const float s = inv[h] * scale[h].inverse;  // a power of two times inv: the same bits as two products
+      Half4* dst = reinterpret_cast<Half4*>(p.ws_o + (part * kDimV + quarter * kColSlice));
+      for (int j = 0; j < kOutTiles / 2; ++j)
+        ddk::st_global(dst + (j * 4 + lc),
+                       Half4{ddk::pack_f16x2(o[2 * j][2 * h] * s, o[2 * j][2 * h + 1] * s),
+                             ddk::pack_f16x2(o[2 * j + 1][2 * h] * s, o[2 * j + 1][2 * h + 1] * s)});
+      if (lc == 0) ddk::st_global(p.ws_scale + (part * kPartQuarters + quarter), scale[h].unit);
       if (quarter == 0 && lc == 0) ddk::st_global(p.ws_lse + part, lse2);
     }
   }
@@ -383,7 +430,8 @@ DDK_GLOBAL void verify_attention_kernel(const VerifyParams p) {
   }
 }
 
-// Combine the parts of split row tiles: one CTA of 128 threads per (token, head) row, 4 columns per thread.
+// Combine the parts of split row tiles: one CTA of 128 threads per (token, head) row, 4 stored positions
+// (columns c, c+1, c+8, c+9 of one quarter, see part_column) per thread.
 // The parts are found from the same unit arithmetic as the verify kernel and merged in CTA order, so the
 // result does not depend on which CTA finished first.
 constexpr int kCombineThreads = 128;
@@ -422,23 +470,24 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   const float base = best == kNegInf ? 0.f : best;
   float weight_sum = 0.f;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  const int col = ddk::thread_idx_x() * 4;
+  const int position = ddk::thread_idx_x() * 4, quarter = position / kColSlice;
   for (int64_t c = first; c <= last; ++c) {
     if (sparse && range_start(c + 1, units, p.num_ctas) == range_start(c, units, p.num_ctas)) continue;
     const int64_t part = (2 * c + (c == first && first_is_slot1 ? 1 : 0)) * kBlockM + m;
     const float w = ddk::fast_exp2(ddk::ld_global(p.ws_lse + part) - base);  // an empty part has lse -inf
     weight_sum += w;
     if (w == 0.f) continue;
-    const Float4 v = ddk::ld_global(reinterpret_cast<const Float4*>(p.ws_o + (part * kDimV + col)));
-    acc[0] += w * v.x;
-    acc[1] += w * v.y;
-    acc[2] += w * v.z;
-    acc[3] += w * v.w;
+    const Half4 v = ddk::ld_global(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
+    const float wu = w * ddk::ld_global(p.ws_scale + (part * kPartQuarters + quarter));  // w times 2^k
+    acc[0] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.lo & 0xffffu));
+    acc[1] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.lo >> 16));
+    acc[2] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.hi & 0xffffu));
+    acc[3] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.hi >> 16));
   }
   const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
-  uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + static_cast<int64_t>(row) * kDimV + col);
-  ddk::st_global(dst + 0, ddk::pack_bf16x2(acc[0] * inv, acc[1] * inv));
-  ddk::st_global(dst + 1, ddk::pack_bf16x2(acc[2] * inv, acc[3] * inv));
+  uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + static_cast<int64_t>(row) * kDimV + part_column(position));
+  ddk::st_global(dst + 0, ddk::pack_bf16x2(acc[0] * inv, acc[1] * inv));  // columns c, c + 1
+  ddk::st_global(dst + 4, ddk::pack_bf16x2(acc[2] * inv, acc[3] * inv));  // columns c + 8, c + 9
   if (p.lse != nullptr && ddk::thread_idx_x() == 0)
     ddk::st_global(p.lse + row, weight_sum > 0.f ? (base + log2f(weight_sum)) * kLn2 : kNegInf);
 }

@@ -11,9 +11,9 @@ namespace {
 
 ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, const int32_t* kv_slots,
                                      const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
-                                     uint16_t* out, float* lse, float* ws_o, float* ws_lse, int total_rows, int heads,
-                                     int mask_words_per_row, int batch, int num_ctas, int whole_row_tiles,
-                                     float sm_scale) {
+                                     uint16_t* out, float* lse, uint16_t* ws_o, float* ws_lse, float* ws_scale,
+                                     int total_rows, int heads, int mask_words_per_row, int batch, int num_ctas,
+                                     int whole_row_tiles, float sm_scale) {
   ddk_verify::VerifyParams p{};
   p.q = q;
   p.kv = kv;
@@ -25,6 +25,7 @@ ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, cons
   p.lse = lse;
   p.ws_o = ws_o;
   p.ws_lse = ws_lse;
+  p.ws_scale = ws_scale;
   p.total_rows = total_rows;
   p.heads = heads;
   p.mask_words_per_row = mask_words_per_row;
@@ -64,12 +65,12 @@ char* copy_out(const std::string& s) {
 
 extern "C" int ddk_verify_emu(const uint16_t* q, const uint16_t* kv, const int32_t* kv_slots,
                               const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
-                              uint16_t* out, float* lse, float* ws_o, float* ws_lse, int total_rows, int heads,
-                              int mask_words_per_row, int batch, int num_ctas, int whole_row_tiles, float sm_scale,
-                              int workers, char* error, int error_len) {
-  const ddk_verify::VerifyParams p = make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o,
-                                                 ws_lse, total_rows, heads, mask_words_per_row, batch, num_ctas,
-                                                 whole_row_tiles, sm_scale);
+                              uint16_t* out, float* lse, uint16_t* ws_o, float* ws_lse, float* ws_scale,
+                              int total_rows, int heads, int mask_words_per_row, int batch, int num_ctas,
+                              int whole_row_tiles, float sm_scale, int workers, char* error, int error_len) {
+  const ddk_verify::VerifyParams p =
+      make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale, total_rows,
+                  heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, sm_scale);
   if (total_rows == 0 || batch == 0) return 0;
   ddk::emu::LaunchOptions options;
   options.workers = workers;
@@ -77,29 +78,29 @@ extern "C" int ddk_verify_emu(const uint16_t* q, const uint16_t* kv, const int32
 }
 
 // The same launch with counters (flags bit 0), the sanitizer (bit 1) and CTAs grouped by work shape (bit 2).
-// buffer_bytes: the sizes of the ten buffers, in argument order (q .. ws_lse), for memcheck. n_subset > 0:
+// buffer_bytes: the sizes of the eleven buffers, in argument order (q .. ws_scale), for memcheck. n_subset > 0:
 // emulate only those verify CTAs (increasing linear indices), each counted `weights[i]` times. On success the
 // counters and sanitizer JSON documents come back in *counters_json / *sanitizer_json (free them with
 // ddk_emu_free); a part not asked for comes back as nullptr.
 extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, const int32_t* kv_slots,
                                      const int32_t* kv_offsets, const int32_t* q_offsets,
-                                     const uint32_t* mask_words, uint16_t* out, float* lse, float* ws_o,
-                                     float* ws_lse, int total_rows, int heads, int mask_words_per_row,
+                                     const uint32_t* mask_words, uint16_t* out, float* lse, uint16_t* ws_o,
+                                     float* ws_lse, float* ws_scale, int total_rows, int heads, int mask_words_per_row,
                                      int batch, int num_ctas, int whole_row_tiles, float sm_scale, int workers,
                                      int flags, int late_wait_phases, const int64_t* buffer_bytes,
                                      const uint64_t* subset, const uint64_t* weights, int64_t n_subset,
                                      char** counters_json, char** sanitizer_json, char* error, int error_len) {
   *counters_json = nullptr;
   *sanitizer_json = nullptr;
-  const ddk_verify::VerifyParams p = make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o,
-                                                 ws_lse, total_rows, heads, mask_words_per_row, batch, num_ctas,
-                                                 whole_row_tiles, sm_scale);
-  const void* bases[10] = {q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse};
-  static const char* const names[10] = {"q",        "kv",  "kv_slots", "kv_offsets", "q_offsets",
-                                        "mask_words", "out", "lse",      "ws_o",       "ws_lse"};
-  ddk::emu::Buffer buffers[10];
+  const ddk_verify::VerifyParams p =
+      make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale, total_rows,
+                  heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, sm_scale);
+  const void* bases[11] = {q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale};
+  static const char* const names[11] = {"q",          "kv",  "kv_slots", "kv_offsets", "q_offsets", "mask_words",
+                                        "out",        "lse", "ws_o",     "ws_lse",     "ws_scale"};
+  ddk::emu::Buffer buffers[11];
   int n = 0;
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 0; i < 11; ++i) {
     if (bases[i] == nullptr) continue;
     buffers[n].name = names[i];
     buffers[n].base = bases[i];

@@ -37,7 +37,8 @@ void allow_shared_memory(int device) {
 
 void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slots, const at::Tensor& kv_offsets,
             const at::Tensor& q_offsets, const at::Tensor& mask_words, at::Tensor& out,
-            const c10::optional<at::Tensor>& lse, at::Tensor& ws_o, at::Tensor& ws_lse, double sm_scale,
+            const c10::optional<at::Tensor>& lse, at::Tensor& ws_o, at::Tensor& ws_lse, at::Tensor& ws_scale,
+            double sm_scale,
             int64_t num_ctas, int64_t whole_row_tiles) {
   TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
   const at::Device device = q.device();
@@ -72,13 +73,16 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
   if (whole_row_tiles > 0)
     TORCH_CHECK(num_ctas == batch * whole_row_tiles, "whole row tiles: num_ctas must be bs * row tiles");
   if (combines) {
-    check(ws_o, "ws_o", at::kFloat, device);
+    check(ws_o, "ws_o", at::kHalf, device);
     check(ws_lse, "ws_lse", at::kFloat, device);
-    check_aligned(ws_o, "ws_o", 16);
+    check(ws_scale, "ws_scale", at::kFloat, device);
+    check_aligned(ws_o, "ws_o", 8);
     TORCH_CHECK(ws_o.numel() >= 2 * num_ctas * ddk_verify::kBlockM * ddk_verify::kDimV,
-                "ws_o holds ", ws_o.numel(), " floats, the launch needs 2 * num_ctas * 32 * 512");
+                "ws_o holds ", ws_o.numel(), " halves, the launch needs 2 * num_ctas * 32 * 512");
     TORCH_CHECK(ws_lse.numel() >= 2 * num_ctas * ddk_verify::kBlockM, "ws_lse holds ", ws_lse.numel(),
                 " floats, the launch needs 2 * num_ctas * 32");
+    TORCH_CHECK(ws_scale.numel() >= 2 * num_ctas * ddk_verify::kBlockM * 4, "ws_scale holds ", ws_scale.numel(),
+                " floats, the launch needs 2 * num_ctas * 32 * 4");
   }
   const at::cuda::CUDAGuard guard(device);
 
@@ -91,8 +95,9 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
   p.mask_words = reinterpret_cast<const uint32_t*>(mask_words.data_ptr<int32_t>());
   p.out = reinterpret_cast<uint16_t*>(out.data_ptr());
   p.lse = lse.has_value() ? lse->data_ptr<float>() : nullptr;
-  p.ws_o = combines ? ws_o.data_ptr<float>() : nullptr;
+  p.ws_o = combines ? reinterpret_cast<uint16_t*>(ws_o.data_ptr()) : nullptr;
   p.ws_lse = combines ? ws_lse.data_ptr<float>() : nullptr;
+  p.ws_scale = combines ? ws_scale.data_ptr<float>() : nullptr;
   p.total_rows = static_cast<int>(q.size(0) * q.size(1));
   p.heads = static_cast<int>(q.size(1));
   p.mask_words_per_row = static_cast<int>(mask_words.size(1));

@@ -119,6 +119,61 @@ DDK_HOST_DEVICE std::uint32_t pack_bf16x2(float lo, float hi) {
 #endif
 }
 
+// fp32 -> IEEE fp16, round to nearest even, subnormals kept, overflow to infinity, a NaN stays a NaN. On the
+// device cvt.rn.f16.f32 (canonical NaN); on the host the same rounding by integer arithmetic, so every
+// non-NaN input gives the same bits on both.
+DDK_HOST_DEVICE std::uint16_t float_to_f16(float f) {
+#if defined(__CUDA_ARCH__)
+  std::uint16_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
+  const std::uint32_t u = float_bits(f);
+  const std::uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a >= 0x47800000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // >= 65536 (and infinity)
+  if (a >= 0x38800000u) {  // a normal fp16 (>= 2^-14): drop 13 mantissa bits, rebias the exponent by 112
+    const std::uint32_t rounded = a + 0x0fffu + ((a >> 13) & 1u);
+    return static_cast<std::uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
+  }
+  const std::uint32_t exponent = a >> 23;
+  if (exponent < 102) return static_cast<std::uint16_t>(sign);  // below 2^-25: rounds to zero
+  const std::uint32_t mantissa = (a & 0x7fffffu) | 0x800000u, shift = 126 - exponent;  // units of 2^-24
+  std::uint32_t q = mantissa >> shift;
+  const std::uint32_t rest = mantissa & ((1u << shift) - 1u), half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (q & 1u))) ++q;
+  return static_cast<std::uint16_t>(sign | q);
+#endif
+}
+
+DDK_HOST_DEVICE float f16_to_float(std::uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#else
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  if (exponent == 31) return bits_float(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent == 0) {
+    const float tiny = static_cast<float>(mantissa) * 5.9604644775390625e-8f;  // mantissa * 2^-24, exact
+    return sign != 0 ? -tiny : tiny;
+  }
+  return bits_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
+#endif
+}
+
+// Two floats -> one .b32 register of two fp16: `lo` in bits 0-15, `hi` in bits 16-31.
+DDK_HOST_DEVICE std::uint32_t pack_f16x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  std::uint32_t r;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return static_cast<std::uint32_t>(float_to_f16(lo)) | (static_cast<std::uint32_t>(float_to_f16(hi)) << 16);
+#endif
+}
+
 DDK_HOST_DEVICE float fast_exp2(float x) {
 #if defined(__CUDA_ARCH__)
   return exp2f(x);
