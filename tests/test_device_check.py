@@ -80,6 +80,17 @@ def test_emulated_probe_matches_the_ptx_layouts():
         for lane in range(32):
             for i in range(5):
                 assert out.shuffled[t, lane, i] == data.values[t, lane ^ (1 << i)]
+        v = data.values[t]
+        halves = out.packed[t].contiguous().view(torch.float16).view(32, 3, 2)
+        assert torch.equal(halves[:, 0, 0], (v * 3).half()) and torch.equal(
+            halves[:, 0, 1], (v * -0.01).half()
+        )
+        assert torch.equal(halves[:, 1, 0], (v * 70000).half()) and torch.equal(
+            halves[:, 1, 1], (v * 1e-6).half()
+        )
+        bf = out.packed[t, :, 2].contiguous().view(torch.bfloat16).view(32, 2)
+        assert torch.equal(bf[:, 0], v.bfloat16()) and torch.equal(bf[:, 1], (v * 1e-30).bfloat16())
+        assert torch.equal(out.widened[t], halves[:, 0].float())
 
 
 def test_compare_flags_a_wrong_hardware_result():
@@ -91,6 +102,16 @@ def test_compare_flags_a_wrong_hardware_result():
     broken.d = broken.d * 1.001
     report = compare(emulated, broken)
     assert not report["ok"] and report["ldmatrix_trans_mismatches"] > 0 and report["mma_max_fp32_ulp"] > 4
+    swapped = run_emulated(data)
+    swapped.packed = (
+        swapped.packed.view(torch.int16)
+        .view(*swapped.packed.shape, 2)
+        .flip(-1)
+        .reshape(swapped.packed.shape[0], 32, -1)
+        .view(torch.int32)
+    )  # cvt operands the other way round
+    report = compare(emulated, swapped)
+    assert not report["ok"] and report["conversion_mismatches"] > 0 and report["shfl_mismatches"] == 0
 
 
 def test_device_names_map_to_the_models_gpu_tables():

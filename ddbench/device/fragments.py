@@ -1,8 +1,9 @@
 """The emulation's warp primitives against the hardware's, on the same random fragments.
 
-mma, ldmatrix (plain and transposed) and shfl_xor run in one probe kernel (kernels/probes/fragment_probe.cuh),
-built once by nvcc for the GPU and once by g++ for the emulation. ldmatrix and shuffles must agree bit for
-bit; mma may differ in the order the hardware sums its 16 products, so it is compared in fp32 ULPs.
+mma, ldmatrix (plain and transposed), shfl_xor and the fp16 / bf16 conversions run in one probe kernel
+(kernels/probes/fragment_probe.cuh), built once by nvcc for the GPU and once by g++ for the emulation.
+ldmatrix, shuffles and conversions must agree bit for bit; mma may differ in the order the hardware sums
+its 16 products, so it is compared in fp32 ULPs.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class ProbeOutputs:
     ldm: torch.Tensor
     ldm_trans: torch.Tensor
     shuffled: torch.Tensor
+    packed: torch.Tensor  # (trials, 32, 3) int32: two pack_f16x2 and one pack_bf16x2 of each shuffle input
+    widened: torch.Tensor  # (trials, 32, 2): f16_to_float of the first packed word's halves
 
 
 def _empty_outputs(data: ProbeData, device: torch.device | str) -> ProbeOutputs:
@@ -69,6 +72,8 @@ def _empty_outputs(data: ProbeData, device: torch.device | str) -> ProbeOutputs:
         ldm=torch.zeros(t, 32, 4, dtype=torch.int32, device=device),
         ldm_trans=torch.zeros(t, 32, 4, dtype=torch.int32, device=device),
         shuffled=torch.full((t, 32, 5), float("nan"), device=device),
+        packed=torch.zeros(t, 32, 3, dtype=torch.int32, device=device),
+        widened=torch.full((t, 32, 2), float("nan"), device=device),
     )
 
 
@@ -77,6 +82,7 @@ def run_emulated(data: ProbeData) -> ProbeOutputs:
     out = _empty_outputs(data, "cpu")
     error = ctypes.create_string_buffer(2048)
     tensors = [data.a, data.b, data.c, out.d, data.tiles, out.ldm, out.ldm_trans, data.values, out.shuffled]
+    tensors += [out.packed, out.widened]
     code = library.ddk_fragment_probe_emu(
         *(ctypes.c_void_p(t.data_ptr()) for t in tensors),
         ctypes.c_int(data.trials),
@@ -94,9 +100,14 @@ def run_hardware(data: ProbeData) -> ProbeOutputs:
     extension = load_cuda_extension(PROBE_CUDA, "ddbench_fragment_probe")
     gpu = ProbeData(*(t.cuda() for t in (data.a, data.b, data.c, data.tiles, data.values)))
     out = _empty_outputs(data, "cuda")
-    extension.probe(gpu.a, gpu.b, gpu.c, out.d, gpu.tiles, out.ldm, out.ldm_trans, gpu.values, out.shuffled)
+    extension.probe(
+        gpu.a, gpu.b, gpu.c, out.d, gpu.tiles, out.ldm, out.ldm_trans, gpu.values, out.shuffled, out.packed,
+        out.widened,
+    )  # fmt: skip
     torch.cuda.synchronize()
-    return ProbeOutputs(*(t.cpu() for t in (out.d, out.ldm, out.ldm_trans, out.shuffled)))
+    return ProbeOutputs(
+        *(t.cpu() for t in (out.d, out.ldm, out.ldm_trans, out.shuffled, out.packed, out.widened))
+    )
 
 
 def _fp32_ulps(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -117,11 +128,14 @@ def compare(emulated: ProbeOutputs, hardware: ProbeOutputs) -> dict[str, object]
         "shfl_mismatches": int(
             (emulated.shuffled.view(torch.int32) != hardware.shuffled.view(torch.int32)).sum()
         ),
+        "conversion_mismatches": int((emulated.packed != hardware.packed).sum())
+        + int((emulated.widened.view(torch.int32) != hardware.widened.view(torch.int32)).sum()),
     }
     report["ok"] = (
         report["mma_max_fp32_ulp"] <= MMA_ULP_LIMIT
         and report["ldmatrix_mismatches"] == 0
         and report["ldmatrix_trans_mismatches"] == 0
         and report["shfl_mismatches"] == 0
+        and report["conversion_mismatches"] == 0
     )
     return report

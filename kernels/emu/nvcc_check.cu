@@ -34,6 +34,8 @@ DDK_GLOBAL void ddk_nvcc_check_kernel(const uint4* __restrict__ src, float* __re
   int iv = shfl_xor(static_cast<int>(a[0] ^ b[1]), 16);
   const std::uint32_t packed = pack_bf16x2(v, fast_exp2(v));
   v += bf16_to_float(float_to_bf16(v)) + bf16_to_float(static_cast<std::uint16_t>(packed >> 16));
+  const std::uint32_t halves = pack_f16x2(v, -v);
+  v += f16_to_float(float_to_f16(v)) + f16_to_float(static_cast<std::uint16_t>(halves >> 16));
 
   float* s = reinterpret_cast<float*>(smem);
   st_shared(s + t, v);

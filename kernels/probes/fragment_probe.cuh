@@ -9,6 +9,7 @@
 namespace ddk_probe {
 
 constexpr int kShuffleMasks = 5;    // xor 1, 2, 4, 8, 16
+constexpr int kConversions = 3;     // pack_f16x2 (ordinary, overflow/subnormal), pack_bf16x2
 constexpr int kTileBytes = 4 * 64 * 2;  // four 8x8 bf16 matrices
 
 struct ProbeParams {
@@ -21,6 +22,8 @@ struct ProbeParams {
   uint32_t* ldm_trans;    // (trials, 32, 4) ldmatrix_x4_trans
   const float* values;    // (trials, 32) shuffle inputs
   float* shuffled;        // (trials, 32, 5)
+  uint32_t* packed;       // (trials, 32, 3) the conversions of the shuffle inputs, see below
+  float* widened;         // (trials, 32, 2) f16_to_float of both halves of packed[0]
 };
 
 DDK_GLOBAL void fragment_probe_kernel(const ProbeParams p) {
@@ -48,6 +51,15 @@ DDK_GLOBAL void fragment_probe_kernel(const ProbeParams p) {
 
   const float v = p.values[at];
   for (int k = 0; k < kShuffleMasks; ++k) p.shuffled[at * kShuffleMasks + k] = ddk::shfl_xor(v, 1 << k);
+
+  // The conversions the split parts and the output go through (cvt.rn.f16x2.f32 and cvt.f32.f16 on the GPU,
+  // integer rounding on the host): ordinary values, values past fp16's range and in its subnormals.
+  const uint32_t ordinary = ddk::pack_f16x2(v * 3.f, v * -0.01f);
+  p.packed[at * kConversions + 0] = ordinary;
+  p.packed[at * kConversions + 1] = ddk::pack_f16x2(v * 70000.f, v * 1e-6f);
+  p.packed[at * kConversions + 2] = ddk::pack_bf16x2(v, v * 1e-30f);
+  p.widened[at * 2 + 0] = ddk::f16_to_float(static_cast<uint16_t>(ordinary & 0xffffu));
+  p.widened[at * 2 + 1] = ddk::f16_to_float(static_cast<uint16_t>(ordinary >> 16));
 }
 
 }  // namespace ddk_probe
