@@ -354,6 +354,21 @@ def test_limits_are_inclusive(lib) -> None:
     assert out[:2].tolist() == [1024, 1024]
 
 
+def convert(probe, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(bits, pairs packed, bits widened back) of float32 `values` through a ddk_probe_bf16/_f16 helper."""
+    values = np.ascontiguousarray(values, dtype=np.float32)
+    n = values.size
+    bits, packed, back = np.zeros(n, np.uint16), np.zeros(n // 2, np.uint32), np.zeros(n, np.float32)
+    probe(
+        ptr(values, ctypes.c_float),
+        n,
+        ptr(bits, ctypes.c_uint16),
+        ptr(packed, ctypes.c_uint32),
+        ptr(back, ctypes.c_float),
+    )
+    return bits, packed, back
+
+
 def test_bf16_helpers_round_to_nearest_even(lib) -> None:
     rng = np.random.default_rng(7)
     special = np.array(
@@ -378,18 +393,7 @@ def test_bf16_helpers_round_to_nearest_even(lib) -> None:
         dtype=np.float32,
     )
     values = np.concatenate([special, rng.standard_normal(4000).astype(np.float32) * 100]).astype(np.float32)
-    values = np.ascontiguousarray(values)
-    n = values.size
-    bits = np.zeros(n, dtype=np.uint16)
-    packed = np.zeros(n // 2, dtype=np.uint32)
-    back = np.zeros(n, dtype=np.float32)
-    lib.ddk_probe_bf16(
-        ptr(values, ctypes.c_float),
-        n,
-        ptr(bits, ctypes.c_uint16),
-        ptr(packed, ctypes.c_uint32),
-        ptr(back, ctypes.c_float),
-    )
+    bits, packed, back = convert(lib.ddk_probe_bf16, values)
     torch_bits = torch.from_numpy(values).to(torch.bfloat16).view(torch.int16).numpy().astype(np.uint16)
     assert np.array_equal(bits, torch_bits)
     assert np.array_equal(back, bf16_bits_to_float(bits))
@@ -397,14 +401,7 @@ def test_bf16_helpers_round_to_nearest_even(lib) -> None:
 
     nans = np.array([np.nan, -np.nan], dtype=np.float32)
     nans = np.concatenate([nans, np.array([0x7F800001, 0xFF812345], dtype=np.uint32).view(np.float32)])
-    nan_bits = np.zeros(4, dtype=np.uint16)
-    lib.ddk_probe_bf16(
-        ptr(nans, ctypes.c_float),
-        4,
-        ptr(nan_bits, ctypes.c_uint16),
-        ptr(packed, ctypes.c_uint32),
-        ptr(back, ctypes.c_float),
-    )
+    nan_bits, _, _ = convert(lib.ddk_probe_bf16, nans)
     assert np.all((nan_bits & 0x7FC0) == 0x7FC0), [hex(b) for b in nan_bits]  # NaN, quiet bit set
     assert lib.ddk_probe_exp2(-3.5) == pytest.approx(2.0**-3.5, rel=1e-6)
 
@@ -431,31 +428,15 @@ def test_fp16_conversion_matches_ieee_round_to_nearest_even(lib):
             rng.standard_normal(2000) * 1e-6,
         ]
     ).astype(np.float32)
-    values = np.ascontiguousarray(values[: values.size // 2 * 2])
-    n = values.size
-    bits, back = np.zeros(n, dtype=np.uint16), np.zeros(n, dtype=np.float32)
-    packed = np.zeros(n // 2, dtype=np.uint32)
-    lib.ddk_probe_f16(
-        ptr(values, ctypes.c_float),
-        n,
-        ptr(bits, ctypes.c_uint16),
-        ptr(packed, ctypes.c_uint32),
-        ptr(back, ctypes.c_float),
-    )
+    values = values[: values.size // 2 * 2]
+    bits, packed, back = convert(lib.ddk_probe_f16, values)
     with np.errstate(over="ignore"):  # 65520 and up become Inf, as they must
         expected = values.astype(np.float16)
     assert np.array_equal(bits, expected.view(np.uint16)), values[bits != expected.view(np.uint16)][:5]
     assert np.array_equal(back, expected.astype(np.float32))
     assert np.array_equal(packed, bits[0::2].astype(np.uint32) | (bits[1::2].astype(np.uint32) << 16))
     nans = np.array([0x7FC00000, 0xFF812345], dtype=np.uint32).view(np.float32)
-    nan_bits = np.zeros(2, dtype=np.uint16)
-    lib.ddk_probe_f16(
-        ptr(nans, ctypes.c_float),
-        2,
-        ptr(nan_bits, ctypes.c_uint16),
-        ptr(packed, ctypes.c_uint32),
-        ptr(back, ctypes.c_float),
-    )
+    nan_bits, _, back = convert(lib.ddk_probe_f16, nans)
     assert np.all((nan_bits & 0x7E00) == 0x7E00) and np.all(np.isnan(back[:2])), [hex(b) for b in nan_bits]
 
 
