@@ -212,14 +212,16 @@ def emu_with(splits: int | None, **kw) -> CudaEmuBackend:
     return CudaEmuBackend(ctas=splits, **kw)
 
 
-def test_forced_split_counts_agree(long_prefix, fp64):
+@pytest.mark.parametrize(("row_groups", "row_tiles"), [(2, 5), (3, 3)])  # 17 x 8 rows in 32- or 48-row tiles
+def test_forced_split_counts_agree(long_prefix, fp64, row_groups, row_tiles):
     x = long_prefix
     truth = fp64.run(x)
     outs = {}
     for splits in (1, 2, 5, 13):
-        plan = emu_with(splits).marshaled_launch(x).plan
-        assert (plan.ctas, plan.combines) == ((splits, True) if splits > 1 else (10, False)), plan
-        out = emu_with(splits).run(x).clone()
+        plan = emu_with(splits, row_groups=row_groups).marshaled_launch(x).plan
+        whole = (2 * row_tiles, False)
+        assert (plan.ctas, plan.combines) == ((splits, True) if splits > 1 else whole), plan
+        out = emu_with(splits, row_groups=row_groups).run(x).clone()
         f = parity_figures(out, truth)
         assert f.unwritten == 0 and f.nan == 0 and f.inf == 0, splits
         assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP, (splits, f)
@@ -284,11 +286,12 @@ def test_emulation_workers_give_identical_results(long_prefix):
 # ---------------------------------------------------------------- LSE
 
 
+@pytest.mark.parametrize("row_groups", [2, 3])
 @pytest.mark.parametrize("splits", [1, 4, None])
 @pytest.mark.parametrize("inputs", ["long-prefix", "ragged-q_len"])
-def test_lse_is_the_natural_log_sum_exp(long_prefix, splits, inputs):
+def test_lse_is_the_natural_log_sum_exp(long_prefix, splits, inputs, row_groups):
     x = long_prefix if inputs == "long-prefix" else ragged_q_len_inputs()
-    backend = emu_with(splits)
+    backend = emu_with(splits, row_groups=row_groups)
     lse = lse_buffer(x)
     backend.run(x, lse=lse)
     _, truth = dense(x)
@@ -315,15 +318,16 @@ def hide_row(x: VerifyInputs, r: int, i: int) -> VerifyInputs:
     return dataclasses.replace(x, custom_mask=mask)
 
 
+@pytest.mark.parametrize("row_groups", [2, 3])
 @pytest.mark.parametrize("splits", [1, 3])
-def test_a_fully_masked_row_gives_zeros_not_nan(splits):
+def test_a_fully_masked_row_gives_zeros_not_nan(splits, row_groups):
     """Prefix 0 and the root's own bit cleared (and, in the second request, all of row 5's): nothing is
     visible to those rows. Their output is 0, their LSE -inf; every other row is untouched."""
     x = generate_inputs(make_case(batch_size=2, prefix=[0, 0], tree={"kind": "ddtree", "budget": 8}))
     q_len = x.q_lens[0]
     hidden = hide_row(hide_row(x, 0, 0), 1, 5)
     assert not bool(hidden.custom_mask.view(2, q_len, q_len)[0, 0].any())
-    backend = emu_with(splits)
+    backend = emu_with(splits, row_groups=row_groups)
     before = backend.run(x).clone()
     lse = lse_buffer(x)
     after = backend.run(hidden, lse=lse).clone()
@@ -356,12 +360,13 @@ def test_a_row_with_no_visible_draft_attends_to_the_prefix_only(splits, fp64):
 # ---------------------------------------------------------------- the output buffer
 
 
+@pytest.mark.parametrize("row_groups", [2, 3])
 @pytest.mark.parametrize("splits", [1, 6])
-def test_every_element_of_the_poisoned_output_is_written(emu, splits):
+def test_every_element_of_the_poisoned_output_is_written(emu, splits, row_groups):
     x = generate_inputs(make_case(batch_size=3, prefix=[0, 300, 33], tree={"kind": "ddtree", "budget": 16}))
     x.fresh_output()
     assert bool(poisoned_mask(x.o_extend).all())
-    out = emu_with(splits).run(x)
+    out = emu_with(splits, row_groups=row_groups).run(x)
     assert out.data_ptr() == x.o_extend.data_ptr()  # written in place, like SGLang's kernels
     assert not bool(poisoned_mask(out).any())
     assert bool(out.isfinite().all())
@@ -390,11 +395,12 @@ def test_a_launch_that_misses_rows_leaves_the_poison(monkeypatch):
 # ---------------------------------------------------------------- ragged q_len, end to end
 
 
+@pytest.mark.parametrize("row_groups", [2, 3])
 @pytest.mark.parametrize("splits", [None, 3])
-def test_ragged_q_len_batch(fp64, splits):
+def test_ragged_q_len_batch(fp64, splits, row_groups):
     x = ragged_q_len_inputs()
     assert x.q_lens == (1, 33, 65, 9) and x.prefix_lens == (0, 70, 31, 5)
-    out = emu_with(splits).run(x).clone()
+    out = emu_with(splits, row_groups=row_groups).run(x).clone()
     truth = fp64.run(x)
     f = parity_figures(out, truth)
     assert f.unwritten == 0 and f.nan == 0
@@ -566,11 +572,12 @@ def test_the_hardware_backends_launch_is_the_extension_call_alone(monkeypatch):
         ("tiny", {"latent_scale": 1e-6, "latent_spread": 1.0, "sink_logit": 0.0}),  # outputs ~1e-6
     ],
 )
-def test_the_fp16_parts_keep_their_precision_whatever_the_range(fp64, label, inputs):
+@pytest.mark.parametrize("row_groups", [2, 3])
+def test_the_fp16_parts_keep_their_precision_whatever_the_range(fp64, label, inputs, row_groups):
     """Parts are fp16 scaled per row quarter by a power of two: outputs of 1e6 (fp16 overflows at 65504)
     and of 1e-6 (subnormal in fp16) come through split row tiles as exactly as outputs of 1."""
     x = generate_inputs(make_case(label, prefix=300, inputs=inputs, tree={"kind": "ddtree", "budget": 8}))
-    backend = emu_with(12)
+    backend = emu_with(12, row_groups=row_groups)
     assert backend.marshaled_launch(x).plan.combines
     out = backend.run(x).clone()
     truth = fp64.run(x)
@@ -581,8 +588,9 @@ def test_the_fp16_parts_keep_their_precision_whatever_the_range(fp64, label, inp
     assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP and f.max_channel_ulp <= 1.5, f
 
 
+@pytest.mark.parametrize("row_groups", [2, 3])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
-def test_a_poisoned_key_in_one_part_reaches_the_output_through_the_combine(bad):
+def test_a_poisoned_key_in_one_part_reaches_the_output_through_the_combine(bad, row_groups):
     """A non-finite key in one part of a split row tile makes the rows that see it non-finite (a NaN/Inf
     element never sets the part's fp16 scale, so the other columns keep theirs); the other request's rows,
     which never read it, stay exact."""
@@ -590,7 +598,7 @@ def test_a_poisoned_key_in_one_part_reaches_the_output_through_the_combine(bad):
     x = generate_inputs(case)
     reference = get_backend("reference").run(x).clone()
     x.k_buffer[x.kv_indices[250], 0, 7] = bad  # a prefix key of request 0, in a late part
-    backend = emu_with(16)
+    backend = emu_with(16, row_groups=row_groups)
     assert backend.marshaled_launch(x).plan.combines
     out = backend.run(x).clone()
     first = out[: x.q_lens[0]]

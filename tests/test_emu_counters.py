@@ -234,7 +234,9 @@ def test_cp_async_bytes_in_flight_and_late_waits(probes, late_wait_phases):
 # ------------------------------------------------------------------------------- the verify kernel --
 
 MMA_FLOPS_SHAPE = 16 * 8 * 16  # m16n8k16
-DIM_QK, DIM_V, BLOCK_M, BLOCK_N, WARPS = 576, 512, 32, 32, 8
+DIM_QK, DIM_V, BLOCK_N = 576, 512, 32
+# rows, threads and dynamic shared memory of a CTA of 2 and of 3 row groups
+CTA_OF_ROW_GROUPS = {2: (32, 256, 91_488), 3: (48, 384, 99_808)}
 
 
 def small_case(**fields):
@@ -255,13 +257,14 @@ def tiling(backend: CudaEmuBackend, x):
     """Per segment of every CTA: its tiles, valid keys and valid rows, from the plan alone."""
     launch = backend.marshaled_launch(x)
     k = launch.kernel
-    requests = request_extents(k.heads, k.kv_offsets.tolist(), k.q_offsets.tolist())
+    block_m = CTA_OF_ROW_GROUPS[launch.plan.row_groups][0]
+    requests = request_extents(k.heads, k.kv_offsets.tolist(), k.q_offsets.tolist(), block_m)
     segments = []
     for cta in cta_segments(launch.plan, requests):
         for s in cta:
             g = requests[s.request]
             valid_keys = min(g.keys, s.tile_end * BLOCK_N) - s.tile_begin * BLOCK_N
-            valid_rows = min(BLOCK_M, g.rows - s.row_tile * BLOCK_M)
+            valid_rows = min(block_m, g.rows - s.row_tile * block_m)
             segments.append((s.tile_end - s.tile_begin, valid_keys, valid_rows))
     return launch, segments
 
@@ -271,6 +274,7 @@ def emu():
     return CudaEmuBackend(workers=1)
 
 
+@pytest.mark.parametrize("row_groups", [2, 3])
 @pytest.mark.parametrize(
     "fields",
     [
@@ -279,7 +283,8 @@ def emu():
         {"batch_size": 3, "prefix": [0, 65, 300], "tree": {"kind": "chain", "length": 5}},  # ragged
     ],
 )
-def test_verify_kernel_counters_match_its_tiling(emu, fields):
+def test_verify_kernel_counters_match_its_tiling(fields, row_groups):
+    emu = CudaEmuBackend(workers=1, row_groups=row_groups)
     x = generate_inputs(small_case(**fields))
     plain = emu.run(x).clone()
     x.fresh_output()
@@ -287,30 +292,30 @@ def test_verify_kernel_counters_match_its_tiling(emu, fields):
     assert torch.equal(plain.view(torch.int16), traced.out.view(torch.int16))  # counting changes nothing
     launch, segments = tiling(emu, x)
     verify = traced.counters.kernel("verify")
-    assert (
-        verify.grid == launch.plan.grid
-        and verify.threads_per_cta == 256
-        and verify.dynamic_smem_bytes == 94208
-    )
+    _, threads, smem = CTA_OF_ROW_GROUPS[row_groups]
+    assert verify.grid == launch.plan.grid
+    assert (verify.threads_per_cta, verify.dynamic_smem_bytes) == (threads, smem)
+    warps = threads // 32
     t = verify.totals
     # S = Q K^T: per warp 16 rows x 32 keys x 144 dims; O += P V: 16 rows x 128 columns x 32 keys.
-    mma_per_tile = WARPS * (16 * BLOCK_N * (DIM_QK // 4) + 16 * (DIM_V // 4) * BLOCK_N) // MMA_FLOPS_SHAPE
+    mma_per_tile = warps * (16 * BLOCK_N * (DIM_QK // 4) + 16 * (DIM_V // 4) * BLOCK_N) // MMA_FLOPS_SHAPE
     assert t.mma == mma_per_tile * sum(n for n, _, _ in segments)
     assert all(n > 0 for n, _, _ in segments)  # no CTA range holds an empty segment
-    assert t.barriers == sum(2 + 3 * n for n, _, _ in segments)
+    # one when the CTA's range is set, then per segment two for Q and three per tile
+    assert t.barriers == launch.plan.ctas + sum(2 + 3 * n for n, _, _ in segments)
     assert t.global_.cp_async_bytes == sum(2 * DIM_QK * (rows + keys) for _, keys, rows in segments)
     # Every key of every request is read at least once: unique bytes >= the KV rows the case must read.
     kv_bytes = 2 * DIM_QK * int(torch.unique(launch.kernel.kv_slots).numel())
     assert 32 * t.global_.unique_sectors >= kv_bytes
     # ldmatrix and the partial-S reduction at the conflict-free minimum: lanes (g, t) move 64 bits at word
-    # 40g + 2t, so each half-warp (4 rows) covers the 32 banks once: 2 wavefronts (the 32-float row stride
-    # it replaced made 8).
-    reduce_offsets = [4 * (40 * (lane // 4) + 2 * (lane % 4)) for lane in range(32)]
+    # 32g + (2t XOR 8(g % 4)), so each half-warp (4 rows) covers the 32 banks once: 2 wavefronts (the same
+    # 32-float row stride unswizzled makes 8).
+    reduce_offsets = [4 * (32 * (ln // 4) + ((2 * (ln % 4)) ^ (8 * (ln // 4 % 4)))) for ln in range(32)]
     assert expected_wavefronts(reduce_offsets, 8) == 2
     assert expected_wavefronts([4 * (32 * (lane // 4) + 2 * (lane % 4)) for lane in range(32)], 8) == 8
     assert t.shared.wavefronts["ldmatrix_x4"] == 4 * t.shared.instructions["ldmatrix_x4"]
-    assert t.shared.instructions["st64"] == WARPS * 8 * sum(n for n, _, _ in segments)
-    assert t.shared.instructions["ld64"] == WARPS * 32 * sum(n for n, _, _ in segments)
+    assert t.shared.instructions["st64"] == warps * 8 * sum(n for n, _, _ in segments)
+    assert t.shared.instructions["ld64"] == warps * 32 * sum(n for n, _, _ in segments)
     assert t.shared.wavefronts["st64"] == 2 * t.shared.instructions["st64"]
     assert t.shared.wavefronts["ld64"] == 2 * t.shared.instructions["ld64"]
     assert t.shared.bank_conflicts == 0

@@ -148,7 +148,7 @@ def test_parse_resource_usage_on_a_ptxas_report():
 
 def test_violations_on_synthetic_reports():
     clean = KernelResources(VERIFY, "sm_120", registers=REGISTER_LIMIT, static_smem_bytes=0)
-    assert violations(clean, plan.SMEM_BYTES) == []
+    assert violations(clean, plan.MAX_SMEM_BYTES) == []
     assert violations(clean, SMEM_LIMIT_BYTES) == []  # exactly 99 KB is allowed
 
     spills = KernelResources(VERIFY, "sm_120", registers=128, spill_store_bytes=8, spill_load_bytes=16)
@@ -158,7 +158,7 @@ def test_violations_on_synthetic_reports():
     assert violations(KernelResources(VERIFY, "sm_120", registers=256), 0) == ["256 registers > 255"]
 
     smem = KernelResources(VERIFY, "sm_120", registers=96, static_smem_bytes=16_384)
-    assert violations(smem, plan.SMEM_BYTES) == [f"{16_384 + 94_208} B of shared memory > 101376"]
+    assert violations(smem, plan.MAX_SMEM_BYTES) == [f"{16_384 + 99_808} B of shared memory > 101376"]
     assert violations(smem, 0) == []
     assert violations(KernelResources(VERIFY, "sm_120"), SMEM_LIMIT_BYTES + 1) == [
         "101377 B of shared memory > 101376"
@@ -239,19 +239,22 @@ def cuh_constants(text: str) -> dict[str, int]:
 def test_plan_constants_agree_with_the_kernel_source():
     c = cuh_constants(KERNEL_SOURCE.read_text())
     assert c["kDimQK"] == HEAD_DIM_QK == 576 and c["kDimV"] == HEAD_DIM_V == 512
-    assert c["kBlockM"] == plan.BLOCK_M
+    assert c["kGroupRows"] == plan.GROUP_ROWS and c["kGroupThreads"] == plan.GROUP_THREADS == 4 * 32
+    assert c["kMaxGroups"] == plan.MAX_ROW_GROUPS
+    assert c["kMaxThreads"] == plan.MAX_ROW_GROUPS * plan.GROUP_THREADS
     assert c["kBlockN"] == plan.BLOCK_N
-    assert c["kThreads"] == plan.THREADS == c["kWarps"] * 32
     assert c["kCombineThreads"] == plan.COMBINE_THREADS
     # the combine kernel: 4 output columns per thread cover the 512 of a row
     assert c["kCombineThreads"] * 4 == c["kDimV"]
     # a part row: 512 fp16 columns, one scale per quarter, the LSE (what the model and footprint count)
     assert c["kPartQuarters"] == plan.PART_QUARTERS and c["kDimV"] * 2 + 4 * 4 + 4 == plan.PART_ROW_BYTES
-    smem = c["kStages"] * c["kStageBytes"] + c["kReduceBytes"]
-    assert plan.SMEM_BYTES == smem == c["kSmemBytes"]
-    assert c["kStageBytes"] == c["kBlockN"] * c["kDimQK"] * 2  # 32 keys of 1152 B
-    assert plan.SMEM_BYTES <= SMEM_LIMIT_BYTES
-    assert kc.DYNAMIC_SMEM == {VERIFY: plan.SMEM_BYTES, COMBINE: 0}
+    assert c["kStageBytes"] == plan.STAGE_BYTES == c["kBlockN"] * (c["kDimQK"] * 2 + 16)  # rows padded 16 B
+    fixed = c["kStages"] * c["kStageBytes"] + c["kCursorBytes"]
+    assert c["kSmemFixedBytes"] == plan.SMEM_FIXED_BYTES == fixed
+    per_group = c["kReduceBytesPerGroup"] + c["kMaskBytesPerGroup"]
+    assert c["kSmemBytesPerGroup"] == plan.SMEM_PER_GROUP_BYTES == per_group
+    assert plan.MAX_SMEM_BYTES == c["kMaxSmemBytes"] == plan.smem_bytes(3) <= SMEM_LIMIT_BYTES
+    assert kc.DYNAMIC_SMEM == {VERIFY: plan.MAX_SMEM_BYTES, COMBINE: 0}
     assert MASK_WORD_BITS == 32  # the kernel reads word j / 32, bit j % 32
 
 
@@ -259,8 +262,8 @@ def test_the_constant_parser_sees_a_changed_source():
     text = KERNEL_SOURCE.read_text()
     assert "constexpr int kStages = 2;" in text
     changed = cuh_constants(text.replace("constexpr int kStages = 2;", "constexpr int kStages = 3;"))
-    assert changed["kStages"] * changed["kStageBytes"] + changed["kReduceBytes"] != plan.SMEM_BYTES
-    assert changed["kSmemBytes"] == plan.SMEM_BYTES + changed["kStageBytes"]
+    assert changed["kSmemFixedBytes"] == plan.SMEM_FIXED_BYTES + changed["kStageBytes"]
+    assert changed["kMaxSmemBytes"] == plan.MAX_SMEM_BYTES + changed["kStageBytes"]
 
 
 # ---------------------------------------------------------------- the real build

@@ -21,7 +21,7 @@ from ddbench.inputs import check_inputs, generate_inputs
 from ddbench.inputs.layout import VerifyInputs, poison_
 from ddbench.kernel.launch import prepare_launch
 from ddbench.kernel.marshal import MASK_WORD_BITS, KernelInputs, marshal
-from ddbench.kernel.plan import BLOCK_M, BLOCK_N, MIN_TILES_PER_CTA, WHOLE_WAVES, plan_launch
+from ddbench.kernel.plan import BLOCK_N, MIN_TILES_PER_CTA, WHOLE_WAVES, plan_launch
 from ddbench.suite import Case, parse_suite
 
 # Generated batches: prefix 0 next to non-zero prefixes, q_len 1, q_len 33 and 65 (two and three 32-bit mask
@@ -379,13 +379,35 @@ def test_the_sync_guard_catches_synchronising_code(no_host_sync, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("heads", "max_q_len", "row_tiles"),
-    [(8, 1, 1), (8, 4, 1), (8, 9, 3), (8, 33, 9), (8, 65, 17), (16, 65, 33), (64, 2, 4), (128, 1, 4)],
+    ("heads", "max_q_len", "row_groups", "row_tiles"),
+    [
+        *((8, 1, g, 1) for g in (2, 3)),
+        (8, 4, 2, 1),
+        (8, 6, 2, 2),
+        (8, 6, 3, 1),
+        (8, 9, 2, 3),
+        (8, 9, 3, 2),
+        (8, 33, 2, 9),
+        (8, 65, 3, 11),
+        (16, 65, 2, 33),
+        (16, 65, 3, 22),
+        (128, 1, 2, 4),
+        (128, 1, 3, 3),
+    ],
 )
-def test_row_tiles_cover_every_token_head_row(heads, max_q_len, row_tiles):
-    plan = plan_launch(1, heads, max_q_len, total_keys=100)
-    assert plan.row_tiles == row_tiles
-    assert (row_tiles - 1) * BLOCK_M < max_q_len * heads <= row_tiles * BLOCK_M
+def test_row_tiles_cover_every_token_head_row(heads, max_q_len, row_groups, row_tiles):
+    plan = plan_launch(1, heads, max_q_len, total_keys=100, row_groups=row_groups)
+    assert plan.row_tiles == row_tiles and plan.block_m == 16 * row_groups
+    assert (row_tiles - 1) * plan.block_m < max_q_len * heads <= row_tiles * plan.block_m
+
+
+def test_48_rows_for_long_launches_only():
+    assert plan_launch(1, 8, 9, 4096 + 9).row_groups == 2  # 387 units on 188 SMs: more, smaller CTAs
+    assert plan_launch(1, 8, 9, 32768 + 9).row_groups == 3  # 3,075 units: each KV tile serves 48 rows
+    assert plan_launch(1, 8, 65, 4096 + 65).row_groups == 3
+    assert plan_launch(16, 16, 65, 16 * 193).row_groups == 2  # 528 whole 32-row tiles: 2.8 waves, no parts
+    with pytest.raises(ValueError, match="row_groups must be 2 or 3"):
+        plan_launch(1, 8, 9, 100, row_groups=4)
 
 
 @pytest.mark.parametrize(
@@ -396,7 +418,7 @@ def test_row_tiles_cover_every_token_head_row(heads, max_q_len, row_tiles):
         (1, 8, 9, 4096, 188, 97, False),  # 387 units
         (4, 8, 33, 1024, 188, 188, False),  # 1197 units: one wave of the GPU
         (1, 16, 65, 4096, 188, 188, False),
-        (64, 8, 9, 1000, 188, 188, False),  # 192 row tiles: balanced ranges beat 1.02 waves
+        (64, 8, 9, 1000, 188, 188, False),  # 128 48-row tiles: balanced ranges use every SM
         (16, 16, 65, 128, 188, 528, True),  # 528 row tiles, 2.8 waves: whole beats parts
         (1, 128, 1, 100, 188, 4, True),  # 4 row tiles of 4 key tiles
         (1, 8, 9, 4096, 16, 16, False),  # a small GPU
@@ -450,9 +472,10 @@ def test_prepare_launch_workspace_only_when_row_tiles_are_split():
     assert one.total_rows == sum(x.q_lens) * x.num_heads
     five = prepare_launch(x, ctas=5)
     assert five.plan.ctas == 5 and five.plan.combines
-    assert five.ws_o.shape == (10, BLOCK_M, 512) and five.ws_o.dtype == torch.float16
-    assert five.ws_lse.shape == (10, BLOCK_M) and five.ws_lse.dtype == torch.float32
-    assert five.ws_scale.shape == (10, BLOCK_M, 4) and five.ws_scale.dtype == torch.float32
+    m = five.plan.block_m
+    assert five.ws_o.shape == (10, m, 512) and five.ws_o.dtype == torch.float16
+    assert five.ws_lse.shape == (10, m) and five.ws_lse.dtype == torch.float32
+    assert five.ws_scale.shape == (10, m, 4) and five.ws_scale.dtype == torch.float32
     auto = prepare_launch(x)
     keys = sum(x.prefix_lens) + sum(x.q_lens)
     assert auto.plan == plan_launch(x.batch_size, x.num_heads, x.max_len_extend, keys)

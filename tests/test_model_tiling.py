@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-from ddbench.kernel.plan import SMEM_BYTES, THREADS
+from ddbench.kernel.plan import smem_bytes
 from ddbench.model.counters_input import parse_counters
 from ddbench.model.floor import CaseShape
 from ddbench.model.gpus import RTX_PRO_6000
 from ddbench.model.kernel_time import model_launch
 from ddbench.model.tiling_counters import tiling_counters
 
-REGS = {"verify_attention_kernel": 170, "combine_parts_kernel": 40}
+REGS = {"verify_attention_kernel": 168, "combine_parts_kernel": 40}
 
 
 def test_kimi_tp8_q9_at_4k_is_one_wave_of_97_ctas_then_a_combine():
     doc = tiling_counters(CaseShape((4096,), 9, 8))
     verify, combine = parse_counters(doc)
     assert doc["kernels"][0]["grid"] == [97, 1, 1]  # 387 units (3 row tiles x 129 key tiles), 4 per CTA
-    assert (verify.ctas, verify.threads_per_cta, verify.dynamic_smem_bytes) == (97, THREADS, SMEM_BYTES)
+    # 32-row CTAs: a short launch
+    assert (verify.ctas, verify.threads_per_cta, verify.dynamic_smem_bytes) == (97, 256, smem_bytes(2))
     assert combine.ctas == 72  # one per (token, head) row
     m = model_launch(doc, RTX_PRO_6000, REGS)
     assert [k.waves for k in m.kernels] == [1, 1]
@@ -26,6 +27,14 @@ def test_short_row_tiles_run_whole_with_no_combine():
     doc = tiling_counters(CaseShape((21,), 9, 8))
     assert [k["name"] for k in doc["kernels"]] == ["verify_attention_kernel"]
     assert doc["kernels"][0]["grid"][0] == 3  # one CTA per row tile
+
+
+def test_a_long_launch_has_48_row_ctas():
+    doc = tiling_counters(CaseShape((32768,), 9, 8))
+    verify = parse_counters(doc)[0]
+    assert (verify.ctas, verify.threads_per_cta, verify.dynamic_smem_bytes) == (188, 384, smem_bytes(3))
+    # 2 row tiles x 1025 key tiles x 12 warps x (S + PV)
+    assert verify.totals["mma"] == 2 * 1025 * 12 * (36 + 32)
 
 
 def test_every_cta_is_in_one_shape_and_the_kv_is_read_once():

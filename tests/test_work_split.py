@@ -12,22 +12,23 @@ from ddbench.kernel.plan import plan_launch
 from ddbench.kernel.work_split import RequestExtent, cta_segments, parts_of_row_tile
 
 
-def _batch(rng: random.Random, heads: int) -> list[RequestExtent]:
+def _batch(rng: random.Random, heads: int, block_m: int) -> list[RequestExtent]:
     requests = []
     for _ in range(rng.randint(1, 9)):
         q_len = rng.choice([1, 5, 9, 17, 33, 65])
-        requests.append(RequestExtent(rng.choice([0, 21, 700, 4096, 20000]) + q_len, q_len, heads))
+        requests.append(RequestExtent(rng.choice([0, 21, 700, 4096, 20000]) + q_len, q_len, heads, block_m))
     return requests
 
 
 @pytest.mark.parametrize("seed", range(40))
 def test_ranges_are_balanced_and_cover_every_unit_once(seed):
     rng = random.Random(seed)
-    heads = rng.choice([8, 16, 64])
-    requests = _batch(rng, heads)
+    heads, row_groups = rng.choice([8, 16, 64]), rng.choice([2, 3])
+    requests = _batch(rng, heads, 16 * row_groups)
     units = sum(g.units for g in requests)
     ctas = rng.choice([1, 2, 7, 64, 188, units + 5])
-    plan = plan_launch(len(requests), heads, max(g.q_len for g in requests), 1, ctas=ctas)
+    q_len = max(g.q_len for g in requests)
+    plan = plan_launch(len(requests), heads, q_len, 1, ctas=ctas, row_groups=row_groups)
     seen: dict[tuple[int, int], list[tuple[int, int]]] = {}
     written: dict[tuple[int, int], list[int]] = {}
     slots = set()
@@ -52,7 +53,7 @@ def test_ranges_are_balanced_and_cover_every_unit_once(seed):
 
 
 def test_whole_row_tiles_are_one_segment_each():
-    requests = [RequestExtent(30, 9, 8), RequestExtent(60, 1, 8)]
+    requests = [RequestExtent(30, 9, 8, 32), RequestExtent(60, 1, 8, 32)]
     plan = plan_launch(2, 8, 9, 90, whole_row_tiles=True)
     per_cta = list(cta_segments(plan, requests))
     assert len(per_cta) == plan.ctas == 6
@@ -67,8 +68,8 @@ def test_whole_row_tiles_are_one_segment_each():
 
 def test_a_long_request_of_a_ragged_batch_gets_its_share_of_ctas():
     """32k + 3 x 1k keys: the long request's work spreads over most CTAs instead of a fixed 1/bs of them."""
-    requests = [RequestExtent(p + 9, 9, 8) for p in (32768, 1024, 1024, 1024)]
-    plan = plan_launch(4, 8, 9, sum(g.keys for g in requests))
+    plan = plan_launch(4, 8, 9, sum(p + 9 for p in (32768, 1024, 1024, 1024)))
+    requests = [RequestExtent(p + 9, 9, 8, plan.block_m) for p in (32768, 1024, 1024, 1024)]
     assert plan.ctas == 188
     loads = [sum(s.tile_end - s.tile_begin for s in c) for c in cta_segments(plan, requests)]
     assert max(loads) - min(loads) <= 1

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 from ddbench.inputs.footprint import BF16_BYTES, FP32_BYTES, INDEX_BYTES, InputFootprint, input_footprint
 from ddbench.kernel.marshal import MASK_WORD_BITS
-from ddbench.kernel.plan import BLOCK_M, PART_ROW_BYTES, plan_launch
+from ddbench.kernel.plan import PART_ROW_BYTES, plan_launch
 from ddbench.suite.model import Case
 from ddbench.suite.presets import HEAD_DIM_QK, HEAD_DIM_V
 
@@ -161,7 +161,7 @@ def _custom_kernel_working_bytes(case: Case, footprint: InputFootprint) -> int:
     """Marshaling (int64 slot arithmetic over every key, the mask's bit expansion) and the parts' buffer."""
     plan = plan_launch(case.batch_size, case.heads_per_rank, case.q_len, footprint.tokens)
     mask_bits = case.total_q * -(-case.q_len // MASK_WORD_BITS) * MASK_WORD_BITS
-    workspace = plan.workspace_parts * BLOCK_M * PART_ROW_BYTES
+    workspace = plan.workspace_parts * plan.block_m * PART_ROW_BYTES
     return 10 * footprint.tokens * INDEX_BYTES + 3 * mask_bits * INDEX_BYTES + workspace
 
 

@@ -86,9 +86,11 @@ class CudaEmuBackend:
         workers: int | None = None,
         sm_count: int | None = None,
         whole_row_tiles: bool | None = None,
+        row_groups: int | None = None,
     ) -> None:
         self.ctas = ctas  # None: the same plan as on a GPU (ddbench/kernel/plan.py)
         self.whole_row_tiles = whole_row_tiles
+        self.row_groups = row_groups  # None: the plan's 32 or 48 rows per CTA
         self.sm_count = sm_count  # None: plan as on an RTX PRO 6000 (ddbench/kernel/plan.py); profile sets it
         self.workers = workers if workers is not None else int(os.environ.get("DDK_EMU_WORKERS", "0") or 0)
         self._library: ctypes.CDLL | None = None
@@ -108,7 +110,7 @@ class CudaEmuBackend:
         library.ddk_verify_emu.restype = ctypes.c_int
         library.ddk_verify_emu.argtypes = (
             [ctypes.c_void_p] * BUFFERS
-            + [ctypes.c_int] * 6
+            + [ctypes.c_int] * 7
             + [
                 ctypes.c_float,
                 ctypes.c_int,
@@ -119,7 +121,7 @@ class CudaEmuBackend:
         library.ddk_verify_emu_traced.restype = ctypes.c_int
         library.ddk_verify_emu_traced.argtypes = (
             [ctypes.c_void_p] * BUFFERS
-            + [ctypes.c_int] * 6
+            + [ctypes.c_int] * 7
             + [ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int]
             + [ctypes.POINTER(ctypes.c_int64)]
             + [ctypes.POINTER(ctypes.c_uint64)] * 2
@@ -142,7 +144,13 @@ class CudaEmuBackend:
     def marshaled_launch(self, inputs: VerifyInputs) -> PreparedLaunch:
         """Marshaling and plan; the seam `ddbench selftest`'s mutants use to inject marshaling mistakes."""
         sm_count = DEFAULT_SM_COUNT if self.sm_count is None else self.sm_count
-        return prepare_launch(inputs, sm_count=sm_count, ctas=self.ctas, whole_row_tiles=self.whole_row_tiles)
+        return prepare_launch(
+            inputs,
+            sm_count=sm_count,
+            ctas=self.ctas,
+            whole_row_tiles=self.whole_row_tiles,
+            row_groups=self.row_groups,
+        )
 
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         """Marshal and plan once; the launch is the emulated kernel call alone."""
@@ -265,6 +273,7 @@ class CudaEmuBackend:
             k.batch_size,
             plan.ctas,
             plan.whole_row_tiles,
+            plan.row_groups,
             k.sm_scale,
         ]
         return launch, pointers, scalars

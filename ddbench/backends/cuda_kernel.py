@@ -20,9 +20,12 @@ class CudaKernelBackend:
     name = "cuda"
     capabilities = Capabilities(lse=True)
 
-    def __init__(self, ctas: int | None = None, whole_row_tiles: bool | None = None) -> None:
+    def __init__(
+        self, ctas: int | None = None, whole_row_tiles: bool | None = None, row_groups: int | None = None
+    ) -> None:
         self.ctas = ctas  # None: the plan's own choice (ddbench/kernel/plan.py)
         self.whole_row_tiles = whole_row_tiles
+        self.row_groups = row_groups
         self._extension: ModuleType | None = None
         self._problem: str | None = None
 
@@ -57,7 +60,11 @@ class CudaKernelBackend:
         extension = self._load()
         sm_count = torch.cuda.get_device_properties(inputs.device).multi_processor_count
         launch = prepare_launch(
-            inputs, sm_count=sm_count, ctas=self.ctas, whole_row_tiles=self.whole_row_tiles
+            inputs,
+            sm_count=sm_count,
+            ctas=self.ctas,
+            whole_row_tiles=self.whole_row_tiles,
+            row_groups=self.row_groups,
         )
         k, out = launch.kernel, launch.out
         empty = torch.empty(0, dtype=torch.float32, device=inputs.device)
@@ -76,6 +83,7 @@ class CudaKernelBackend:
             k.sm_scale,
             launch.plan.ctas,
             launch.plan.whole_row_tiles,
+            launch.plan.row_groups,
         )
 
         def kernel_only() -> torch.Tensor:

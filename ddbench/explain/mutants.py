@@ -83,7 +83,8 @@ class EmuMutant(CudaEmuBackend):
         k = marshal(inputs)
         if self.kernel_edit is not None:
             k = self.kernel_edit(inputs, k)
-        return launch_for(k, inputs.o_extend, ctas=self.ctas, whole_row_tiles=self.whole_row_tiles)
+        plan_options = {"whole_row_tiles": self.whole_row_tiles, "row_groups": self.row_groups}
+        return launch_for(k, inputs.o_extend, ctas=self.ctas, **plan_options)
 
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         launch, edit = super().prepare(inputs, lse), self.output_edit

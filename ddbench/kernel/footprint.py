@@ -13,7 +13,7 @@ import torch
 
 from ddbench.inputs.footprint import FP32_BYTES as FP32
 from ddbench.kernel.launch import PreparedLaunch
-from ddbench.kernel.plan import BLOCK_M, PART_QUARTERS
+from ddbench.kernel.plan import PART_QUARTERS
 from ddbench.kernel.work_split import cta_segments, request_extents
 from ddbench.mla import HEAD_DIM_V, KV_ROW_BYTES
 
@@ -37,7 +37,7 @@ def verify_unique_sectors(launch: PreparedLaunch, lse: torch.Tensor | None = Non
     """Distinct sectors the verify kernel (not the combine) reads or writes in this launch."""
     k, plan = launch.kernel, launch.plan
     kv_offsets, q_offsets = k.kv_offsets.tolist(), k.q_offsets.tolist()
-    requests = request_extents(k.heads, kv_offsets, q_offsets)
+    requests = request_extents(k.heads, kv_offsets, q_offsets, plan.block_m)
     pieces: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def whole(t: torch.Tensor) -> None:
@@ -58,8 +58,9 @@ def verify_unique_sectors(launch: PreparedLaunch, lse: torch.Tensor | None = Non
     for segments in cta_segments(plan, requests):
         for s in segments:
             g = requests[s.request]
-            valid = min(BLOCK_M, g.rows - s.row_tile * BLOCK_M)
-            local = torch.arange(s.row_tile * BLOCK_M, s.row_tile * BLOCK_M + valid, dtype=torch.int64)
+            m = plan.block_m
+            valid = min(m, g.rows - s.row_tile * m)
+            local = torch.arange(s.row_tile * m, s.row_tile * m + valid, dtype=torch.int64)
             if s.slot < 0:
                 rows = q_offsets[s.request] * k.heads + local
                 pieces.append((launch.out.data_ptr() + rows * out_row, torch.full_like(rows, out_row)))
@@ -67,7 +68,7 @@ def verify_unique_sectors(launch: PreparedLaunch, lse: torch.Tensor | None = Non
                     pieces.append((lse.data_ptr() + rows * FP32, torch.full_like(rows, FP32)))
             else:
                 assert launch.ws_o is not None and launch.ws_lse is not None and launch.ws_scale is not None
-                part = s.slot * BLOCK_M + torch.arange(valid, dtype=torch.int64)
+                part = s.slot * m + torch.arange(valid, dtype=torch.int64)
                 for buffer, row_bytes in (
                     (launch.ws_o, HEAD_DIM_V * FP16),
                     (launch.ws_scale, PART_QUARTERS * FP32),

@@ -11,7 +11,7 @@ import torch
 
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.marshal import KernelInputs, marshal
-from ddbench.kernel.plan import BLOCK_M, DEFAULT_SM_COUNT, PART_QUARTERS, LaunchPlan, plan_launch
+from ddbench.kernel.plan import DEFAULT_SM_COUNT, PART_QUARTERS, LaunchPlan, plan_launch
 from ddbench.suite.presets import HEAD_DIM_V
 
 
@@ -20,9 +20,9 @@ class PreparedLaunch:
     kernel: KernelInputs
     plan: LaunchPlan
     out: torch.Tensor
-    ws_o: torch.Tensor | None  # (parts, BLOCK_M, 512) fp16 parts of split row tiles, only with a combine
-    ws_lse: torch.Tensor | None  # (parts, BLOCK_M) fp32
-    ws_scale: torch.Tensor | None  # (parts, BLOCK_M, 4) fp32: each part row quarter's power-of-two scale
+    ws_o: torch.Tensor | None  # (parts, block_m, 512) fp16 parts of split row tiles, only with a combine
+    ws_lse: torch.Tensor | None  # (parts, block_m) fp32
+    ws_scale: torch.Tensor | None  # (parts, block_m, 4) fp32: each part row quarter's power-of-two scale
 
     @property
     def total_rows(self) -> int:
@@ -34,8 +34,9 @@ def prepare_launch(
     sm_count: int = DEFAULT_SM_COUNT,
     ctas: int | None = None,
     whole_row_tiles: bool | None = None,
+    row_groups: int | None = None,
 ) -> PreparedLaunch:
-    return launch_for(marshal(inputs), inputs.o_extend, sm_count, ctas, whole_row_tiles)
+    return launch_for(marshal(inputs), inputs.o_extend, sm_count, ctas, whole_row_tiles, row_groups)
 
 
 def launch_for(
@@ -44,15 +45,17 @@ def launch_for(
     sm_count: int = DEFAULT_SM_COUNT,
     ctas: int | None = None,
     whole_row_tiles: bool | None = None,
+    row_groups: int | None = None,
 ) -> PreparedLaunch:
     """The plan and workspace for already-marshaled inputs (the self-test's mutants marshal their own)."""
     plan = plan_launch(
-        k.batch_size, k.heads, k.max_q_len, k.kv_slots.numel(), sm_count, ctas, whole_row_tiles
+        k.batch_size, k.heads, k.max_q_len, k.kv_slots.numel(), sm_count, ctas, whole_row_tiles, row_groups
     )
     ws_o = ws_lse = ws_scale = None
     if plan.combines:
         parts = plan.workspace_parts
-        ws_o = torch.empty(parts, BLOCK_M, HEAD_DIM_V, dtype=torch.float16, device=out.device)
-        ws_lse = torch.empty(parts, BLOCK_M, dtype=torch.float32, device=out.device)
-        ws_scale = torch.empty(parts, BLOCK_M, PART_QUARTERS, dtype=torch.float32, device=out.device)
+        m = plan.block_m
+        ws_o = torch.empty(parts, m, HEAD_DIM_V, dtype=torch.float16, device=out.device)
+        ws_lse = torch.empty(parts, m, dtype=torch.float32, device=out.device)
+        ws_scale = torch.empty(parts, m, PART_QUARTERS, dtype=torch.float32, device=out.device)
     return PreparedLaunch(k, plan, out, ws_o, ws_lse, ws_scale)

@@ -3,31 +3,47 @@
 Mirrors the constants and the work split of kernels/verify/verify_attn.cuh; tests check they agree with the
 source. The kernel cuts the batch's work units ((request, row tile, key tile) triples) into `ctas` equal
 ranges itself, from the offsets on the device; the host only picks how many CTAs (one wave: shared memory
-lets one CTA per SM) and whether short row tiles go one per CTA with nothing to combine.
+lets one CTA per SM), how many rows a CTA holds, and whether short row tiles go one per CTA with nothing to
+combine.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-BLOCK_M = 32  # (token, head) rows per CTA
+GROUP_ROWS = 16  # (token, head) rows per row group: the mma M
+GROUP_THREADS = 128  # four warps per row group
+MAX_ROW_GROUPS = 3  # 48 rows, 384 threads: what the kernel's registers are fitted to
 BLOCK_N = 32  # keys per tile
-THREADS = 256
-SMEM_BYTES = 94_208
-REDUCE_STRIDE = BLOCK_N + 8  # floats between partial-S rows
+STAGE_BYTES = BLOCK_N * (576 * 2 + 16)  # a tile of keys in shared memory, each row padded by 16 bytes
+SMEM_PER_GROUP_BYTES = 4 * GROUP_ROWS * BLOCK_N * 4 + GROUP_ROWS * 2 * 4  # partial S and mask words
+SMEM_FIXED_BYTES = 2 * STAGE_BYTES + 96  # two stages and the CTA's cursor
 COMBINE_THREADS = 128
 PART_QUARTERS = 4  # a part row's 512 fp16 columns: 4 quarters, each with its own power-of-two scale
 PART_ROW_BYTES = 512 * 2 + PART_QUARTERS * 4 + 4  # fp16 columns, the quarters' scales, the row's LSE
-CTAS_PER_SM = 1  # 94,208 B of shared memory per CTA: one fits in an SM's 100 KB
+CTAS_PER_SM = 1  # 91,488 or 99,808 B of shared memory per CTA: one fits in an SM's 100 KB
 DEFAULT_SM_COUNT = 188  # RTX PRO 6000 Blackwell; the emulation plans as if on it
 # About this many key tiles per CTA or more (units / MIN_TILES_PER_CTA CTAs): fewer, and the part a CTA
-# writes for the combine (32 KB of fp16 per row tile) costs more than the tiles it saves. When the row
-# tiles average at most this many tiles, each runs whole in one CTA. Re-swept with fp16 parts (2, 3, 4, 6 on
+# writes for the combine (32 or 48 rows of fp16) costs more than the tiles it saves. When the row tiles
+# average at most this many tiles, each runs whole in one CTA. Re-swept with fp16 parts (2, 3, 4, 6 on
 # suites/model-report.json): 4 is still best at bs1 q9 p4k (8.64 µs; 3: 9.10, 2: 10.6), 2-3 win at p1k.
 MIN_TILES_PER_CTA = 4
 # With at least this many waves of whole row tiles, the tail costs less than splitting them into parts (the
 # k26-verify bs16 q_len 64 cases at prefix 128 were modeled 1.6x slower split).
 WHOLE_WAVES = 2
+# 48-row CTAs once a launch has at least this many 32-row work units per CTA slot: each KV tile then serves
+# 48 rows, so the L2 traffic of many row tiles falls by a third, while a short launch is better served by
+# more, smaller CTAs (modeled on suites/model-report.json: bs1 q9 p4k, 2 units per slot, 8.6 µs at 32 rows
+# and 10.3 at 48; q65 p4k, 12 per slot, 26.1 and 23.2).
+WIDE_UNITS_PER_SLOT = 8
+
+
+def smem_bytes(row_groups: int) -> int:
+    """The verify kernel's dynamic shared memory for CTAs of `row_groups` row groups."""
+    return SMEM_FIXED_BYTES + row_groups * SMEM_PER_GROUP_BYTES
+
+
+MAX_SMEM_BYTES = smem_bytes(MAX_ROW_GROUPS)  # the attribute the launch sets: 99,808
 
 
 @dataclass(frozen=True)
@@ -35,10 +51,24 @@ class LaunchPlan:
     ctas: int  # the verify grid (1-D)
     whole_row_tiles: int  # > 0: CTA c is row tile c % whole_row_tiles of request c // whole_row_tiles, whole
     row_tiles: int  # per request at the longest q_len
+    row_groups: int = MAX_ROW_GROUPS  # 2 or 3: 32 or 48 rows per CTA
 
     @property
     def grid(self) -> tuple[int, int, int]:
         return (self.ctas, 1, 1)
+
+    @property
+    def block_m(self) -> int:
+        """Rows per CTA (and per workspace part)."""
+        return GROUP_ROWS * self.row_groups
+
+    @property
+    def threads(self) -> int:
+        return GROUP_THREADS * self.row_groups
+
+    @property
+    def smem_bytes(self) -> int:
+        return smem_bytes(self.row_groups)
 
     @property
     def combines(self) -> bool:
@@ -47,8 +77,12 @@ class LaunchPlan:
 
     @property
     def workspace_parts(self) -> int:
-        """Parts (BLOCK_M rows each) the workspace holds: at most two per CTA."""
+        """Parts (block_m rows each) the workspace holds: at most two per CTA."""
         return 2 * self.ctas if self.combines else 0
+
+
+def row_tiles_of(rows: int, row_groups: int) -> int:
+    return -(-rows // (GROUP_ROWS * row_groups))
 
 
 def estimated_units(row_tiles: int, total_keys: int) -> int:
@@ -64,24 +98,30 @@ def plan_launch(
     sm_count: int = DEFAULT_SM_COUNT,
     ctas: int | None = None,
     whole_row_tiles: bool | None = None,
+    row_groups: int | None = None,
 ) -> LaunchPlan:
     """One wave of CTAs, about MIN_TILES_PER_CTA key tiles or more each, never fewer CTAs than row tiles.
 
     `ctas` forces the number of CTAs (balanced ranges, with a combine); `whole_row_tiles` forces (True) or
-    forbids (False) one CTA per whole row tile.
+    forbids (False) one CTA per whole row tile; `row_groups` forces 32 (2) or 48 (3) rows per CTA.
     """
-    row_tiles = -(-(max_q_len * heads) // BLOCK_M)
+    slots = max(1, sm_count * CTAS_PER_SM)
+    rows = max_q_len * heads
+    if row_groups is None:  # 48 rows for a long launch, unless 32-row tiles fill waves without parts
+        narrow = row_tiles_of(rows, 2)
+        wide = estimated_units(narrow, total_keys) >= WIDE_UNITS_PER_SLOT * slots
+        row_groups = 3 if wide and batch_size * narrow < WHOLE_WAVES * slots else 2
+    elif row_groups not in (2, MAX_ROW_GROUPS):
+        raise ValueError(f"row_groups must be 2 or {MAX_ROW_GROUPS}, not {row_groups}")
+    row_tiles = row_tiles_of(rows, row_groups)
     all_row_tiles = batch_size * row_tiles
     units = estimated_units(row_tiles, total_keys)
-    slots = max(1, sm_count * CTAS_PER_SM)
     if whole_row_tiles is None:  # short row tiles, or enough of them for waves without parts to combine
         whole_row_tiles = ctas is None and (
             units <= all_row_tiles * MIN_TILES_PER_CTA or all_row_tiles >= WHOLE_WAVES * slots
         )
     if whole_row_tiles:
-        return LaunchPlan(ctas=all_row_tiles, whole_row_tiles=max(1, row_tiles), row_tiles=row_tiles)
+        return LaunchPlan(all_row_tiles, max(1, row_tiles), row_tiles, row_groups)
     if ctas is None:
         ctas = min(slots, max(all_row_tiles, -(-units // MIN_TILES_PER_CTA)))  # 0 for an empty batch
-    return LaunchPlan(
-        ctas=ctas, whole_row_tiles=0, row_tiles=row_tiles
-    )  # a forced 0 is the launch's to refuse
+    return LaunchPlan(ctas, 0, row_tiles, row_groups)  # a forced 0 is the launch's to refuse

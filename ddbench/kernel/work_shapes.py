@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ddbench.kernel.plan import BLOCK_M, BLOCK_N, LaunchPlan
+from ddbench.kernel.plan import BLOCK_N, LaunchPlan
 from ddbench.kernel.work_split import cta_segments, request_extents
 
 
@@ -43,7 +43,7 @@ def verify_work_shapes(
     plan: LaunchPlan, heads: int, kv_offsets: list[int], q_offsets: list[int]
 ) -> WorkShapes:
     """Shapes of every CTA of the verify grid, in order of first CTA."""
-    requests = request_extents(heads, kv_offsets, q_offsets)
+    requests = request_extents(heads, kv_offsets, q_offsets, plan.block_m)
     first_of: dict[tuple[object, ...], int] = {}
     count: dict[tuple[object, ...], int] = {}
     for cta, segments in enumerate(cta_segments(plan, requests)):
@@ -51,7 +51,7 @@ def verify_work_shapes(
         previous = segments[0].request if segments else 0
         for s in segments:
             g = requests[s.request]
-            valid_rows = min(BLOCK_M, g.rows - s.row_tile * BLOCK_M)
+            valid_rows = min(plan.block_m, g.rows - s.row_tile * plan.block_m)
             tiles = tuple(_tile_shape(t, g.keys, g.prefix) for t in range(s.tile_begin, s.tile_end))
             # requests crossed since the previous segment: each reads that request's offsets
             shape.append((s.request - previous, valid_rows, s.slot < 0, tiles))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ddbench.kernel.plan import BLOCK_M, BLOCK_N, LaunchPlan
+from ddbench.kernel.plan import BLOCK_N, LaunchPlan
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,7 @@ class RequestExtent:
     keys: int
     q_len: int
     heads: int
+    block_m: int  # rows per row tile: the plan's
 
     @property
     def prefix(self) -> int:
@@ -39,16 +40,18 @@ class RequestExtent:
 
     @property
     def row_tiles(self) -> int:
-        return -(-self.rows // BLOCK_M)
+        return -(-self.rows // self.block_m)
 
     @property
     def units(self) -> int:
         return self.row_tiles * self.tiles
 
 
-def request_extents(heads: int, kv_offsets: list[int], q_offsets: list[int]) -> list[RequestExtent]:
+def request_extents(
+    heads: int, kv_offsets: list[int], q_offsets: list[int], block_m: int
+) -> list[RequestExtent]:
     return [
-        RequestExtent(kv_offsets[r + 1] - kv_offsets[r], q_offsets[r + 1] - q_offsets[r], heads)
+        RequestExtent(kv_offsets[r + 1] - kv_offsets[r], q_offsets[r + 1] - q_offsets[r], heads, block_m)
         for r in range(len(q_offsets) - 1)
     ]
 

@@ -1,9 +1,9 @@
 """Counters of the custom kernel derived by hand from its tiling (kernels/verify/verify_attn.cuh), for
 fixtures and as a cross-check of the emulation's counts (pure).
 
-This is arithmetic on the source, not a count: it assumes what the source says (32 x 32 tiles, two cp.async
-stages, balanced ranges of work units per CTA as `ddbench.kernel.work_split` walks them, a 40-float row
-stride in the partial-S buffer: 64-bit accesses at 2 wavefronts) and estimates the instructions.
+This is arithmetic on the source, not a count: it assumes what the source says (48 x 32 tiles, two cp.async
+stages, balanced ranges of work units per CTA as `ddbench.kernel.work_split` walks them, a swizzled
+partial-S buffer: 64-bit accesses at 2 wavefronts) and estimates the instructions.
 `ddbench profile` never uses it in place of emulated counters.
 """
 
@@ -13,12 +13,10 @@ from collections import Counter
 from typing import Any
 
 from ddbench.kernel.plan import (
-    BLOCK_M,
     BLOCK_N,
     COMBINE_THREADS,
     PART_ROW_BYTES,
-    SMEM_BYTES,
-    THREADS,
+    LaunchPlan,
     plan_launch,
 )
 from ddbench.kernel.work_split import cta_segments, request_extents
@@ -26,16 +24,17 @@ from ddbench.mla import KV_ROW_BYTES
 from ddbench.model.counters_input import SECTOR_BYTES
 from ddbench.model.floor import OUT_ROW_BYTES, Q_ROW_BYTES, CaseShape
 
-WARPS = THREADS // 32
-TILE_BYTES = BLOCK_N * KV_ROW_BYTES  # 36,864: one stage
+TILE_BYTES = BLOCK_N * KV_ROW_BYTES  # 36,864: one tile of keys
 CP_ASYNC_PER_TILE = TILE_BYTES // 16 // 32  # 72 warp-wide cp.async.16 per tile (4 wavefronts each)
-MMA_S = WARPS * 9 * 4  # 288: 9 k-steps x 4 n8 tiles per warp
-MMA_PV = WARPS * 2 * 16  # 256: 2 k-steps x 16 n8 tiles per warp
-LDMATRIX_S = WARPS * 9 * 2  # 144 ldmatrix.x4
-LDMATRIX_PV = WARPS * 2 * 8  # 128 ldmatrix.x4.trans
-PARTIAL_STORES = WARPS * 8  # st64: 4 n8 tiles x 2 row halves per warp
-REDUCE_LOADS = WARPS * 32  # ld64: 4 n8 tiles x 2 row halves x 4 quarters per warp
-REDUCE_64 = 2  # wavefronts per 64-bit partial-S access: conflict-free at the 40-float row stride
+# Per warp, per tile:
+MMA_S = 9 * 4  # 9 k-steps x 4 n8 tiles
+MMA_PV = 2 * 16  # 2 k-steps x 16 n8 tiles
+LDMATRIX_S = 9 * 2  # ldmatrix.x4
+LDMATRIX_PV = 2 * 8  # ldmatrix.x4.trans
+PARTIAL_STORES = 8  # st64: 4 n8 tiles x 2 row halves
+REDUCE_LOADS = 32  # ld64: 4 n8 tiles x 2 row halves x 4 quarters
+LDMATRIX_Q = 9  # per warp and segment: its 16 rows x 144 dims of Q
+REDUCE_64 = 2  # wavefronts per 64-bit partial-S access: conflict-free in the swizzled layout
 
 
 def _phase(
@@ -50,15 +49,17 @@ def _phase(
     }
 
 
-def _segment_phases(tiles: int, rows: int, whole: bool) -> list[dict[str, int]]:
+def _segment_phases(plan: LaunchPlan, tiles: int, rows: int, whole: bool) -> list[dict[str, int]]:
+    warps = plan.threads // 32
+    cp_async_q = plan.block_m * Q_ROW_BYTES // 16 // 32
     out_bytes = rows * (OUT_ROW_BYTES if whole else PART_ROW_BYTES)
     phases = [
         _phase(
-            wavefronts=8 * CP_ASYNC_PER_TILE,
+            wavefronts=4 * (cp_async_q + CP_ASYNC_PER_TILE),
             global_bytes=rows * Q_ROW_BYTES + TILE_BYTES,
-            instructions=WARPS * 60,
+            instructions=warps * 60,
         ),
-        _phase(wavefronts=4 * 72, instructions=WARPS * 40),
+        _phase(wavefronts=4 * warps * LDMATRIX_Q, instructions=warps * 40),
     ]
     for tile in range(tiles):
         prefetch = TILE_BYTES if tile + 1 < tiles else 0
@@ -66,32 +67,36 @@ def _segment_phases(tiles: int, rows: int, whole: bool) -> list[dict[str, int]]:
             _phase(
                 wavefronts=4 * CP_ASYNC_PER_TILE if prefetch else 0,
                 global_bytes=prefetch,
-                instructions=WARPS * 30,
+                instructions=warps * 30,
             ),
             _phase(
-                mma=MMA_S, wavefronts=4 * LDMATRIX_S + REDUCE_64 * PARTIAL_STORES, instructions=WARPS * 120
+                mma=warps * MMA_S,
+                wavefronts=warps * (4 * LDMATRIX_S + REDUCE_64 * PARTIAL_STORES),
+                instructions=warps * 120,
             ),
             _phase(
-                mma=MMA_PV,
-                wavefronts=REDUCE_64 * REDUCE_LOADS + 4 * LDMATRIX_PV,
-                shuffles=WARPS * 4,
-                instructions=WARPS * 400,
+                mma=warps * MMA_PV,
+                wavefronts=warps * (REDUCE_64 * REDUCE_LOADS + 4 * LDMATRIX_PV),
+                shuffles=warps * 4,
+                instructions=warps * 400,
             ),
         ]
     phases[-1]["global_bytes"] += out_bytes
     return phases
 
 
-def _shared_totals(segments: list[tuple[int, int]]) -> dict[str, Any]:
+def _shared_totals(plan: LaunchPlan, segments: list[tuple[int, int]]) -> dict[str, Any]:
     """Instruction and wavefront totals over (count, tiles) pairs of segments."""
+    warps = plan.threads // 32
     tiles = sum(n * t for n, t in segments)
-    loads = sum(n * (t + 1) for n, t in segments)  # Q and every tile through cp.async
+    count = sum(n for n, _ in segments)
     instructions = {
-        "cp_async_16": CP_ASYNC_PER_TILE * loads,
-        "ldmatrix_x4": sum(n * 72 for n, _ in segments) + LDMATRIX_S * tiles,
-        "ldmatrix_x4_trans": LDMATRIX_PV * tiles,
-        "st64": PARTIAL_STORES * tiles,
-        "ld64": REDUCE_LOADS * tiles,
+        # every tile and Q through cp.async
+        "cp_async_16": CP_ASYNC_PER_TILE * tiles + plan.block_m * Q_ROW_BYTES // 16 // 32 * count,
+        "ldmatrix_x4": warps * (LDMATRIX_Q * count + LDMATRIX_S * tiles),
+        "ldmatrix_x4_trans": warps * LDMATRIX_PV * tiles,
+        "st64": warps * PARTIAL_STORES * tiles,
+        "ld64": warps * REDUCE_LOADS * tiles,
     }
     wavefronts = {
         "cp_async_16": 4 * instructions["cp_async_16"],
@@ -110,14 +115,14 @@ def tiling_counters(shape: CaseShape, sm_count: int = 188) -> dict[str, Any]:
     for k, q in zip(shape.keys, shape.q_lens, strict=True):
         kv_offsets.append(kv_offsets[-1] + k)
         q_offsets.append(q_offsets[-1] + q)
-    requests = request_extents(shape.heads, kv_offsets, q_offsets)
+    requests = request_extents(shape.heads, kv_offsets, q_offsets, plan.block_m)
     per_cta: Counter[tuple[tuple[int, int, bool], ...]] = Counter()
     for segments in cta_segments(plan, requests):
         per_cta[
             tuple(
                 (
                     s.tile_end - s.tile_begin,
-                    min(BLOCK_M, requests[s.request].rows - s.row_tile * BLOCK_M),
+                    min(plan.block_m, requests[s.request].rows - s.row_tile * plan.block_m),
                     s.slot < 0,
                 )
                 for s in segments
@@ -125,7 +130,7 @@ def tiling_counters(shape: CaseShape, sm_count: int = 188) -> dict[str, Any]:
         ] += 1
     shapes, sectors, pairs, parts = [], 0, [], 0
     for cta, count in sorted(per_cta.items(), reverse=True):
-        phases = [ph for tiles, rows, whole in cta for ph in _segment_phases(tiles, rows, whole)]
+        phases = [ph for tiles, rows, whole in cta for ph in _segment_phases(plan, tiles, rows, whole)]
         moved = sum(p["global_bytes"] for p in phases)
         shapes.append({"count": count, "example_cta": [0, 0, 0], "phases": phases, "global_bytes": moved})
         sectors += count * moved // SECTOR_BYTES
@@ -137,15 +142,15 @@ def tiling_counters(shape: CaseShape, sm_count: int = 188) -> dict[str, Any]:
     verify = {
         "name": "verify_attention_kernel",
         "grid": list(plan.grid),
-        "threads_per_cta": THREADS,
+        "threads_per_cta": plan.threads,
         "ctas": plan.ctas,
-        "dynamic_smem_bytes": SMEM_BYTES,
+        "dynamic_smem_bytes": plan.smem_bytes,
         "derived": "by hand from the kernel's tiling (not emulated)",
         "totals": {
-            "barriers": sum(n * (3 * t + 2) for n, t in pairs),
-            "mma": sum(n * t * (MMA_S + MMA_PV) for n, t in pairs),
+            "barriers": plan.ctas + sum(n * (3 * t + 2) for n, t in pairs),
+            "mma": sum(n * t * (MMA_S + MMA_PV) for n, t in pairs) * plan.threads // 32,
             "global": {"sectors": sectors, "unique_sectors": min(sectors, unique // SECTOR_BYTES)},
-            "shared": _shared_totals(pairs),
+            "shared": _shared_totals(plan, pairs),
             "cp_async": {"waits": 0, "bytes_in_flight_at_wait": [TILE_BYTES], "late_waits": 0},
         },
         "cta_shapes": shapes,

@@ -20,16 +20,16 @@ from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.errors import BackendUnavailable
 from ddbench.inputs import generate_inputs
 from ddbench.kernel.footprint import verify_unique_sectors
-from ddbench.kernel.plan import BLOCK_M
 from ddbench.model.gpus import GpuSpec
 from ddbench.suite.model import Case
 
-SAMPLE_ABOVE = 100_000  # key tiles x row tiles: a full counted run of about 10 s on 2 cores
+SAMPLE_ABOVE = 100_000  # keys x 32-row tiles: a full counted run of about 10 s on 2 cores
+WORK_ROWS = 32  # the row tile the threshold was set in (the kernel may hold 32 or 48 rows)
 
 
 def emulation_work(case: Case) -> int:
     rows = case.q_len * case.heads_per_rank
-    row_tiles = -(-rows // BLOCK_M)
+    row_tiles = -(-rows // WORK_ROWS)
     return sum(prefix + case.q_len for prefix in case.prefix_lens) * row_tiles
 
 

@@ -11,9 +11,12 @@
 // row tile. With `whole_row_tiles`, CTA c is row tile c whole (short prefixes: nothing to combine). Only keys
 // at or after the prefix read the tree mask (bit words per draft row over the draft columns).
 //
-// 8 warps: warp w works on row group g = w / 4 (16 rows) and quarter c = w % 4. For S = Q K^T, the quarter is
+// 12 warps: warp w works on row group g = w / 4 (16 rows) and quarter c = w % 4. For S = Q K^T, the quarter is
 // a 144-wide slice of the 576 dims (Q fragments stay in registers); the four partial S tiles of a row group
 // meet in shared memory. For O += P V, the quarter is a 128-wide slice of the 512 output columns.
+// A CTA holds 2 or 3 row groups (32 or 48 rows, 256 or 384 threads: `row_groups`, chosen by the host). 48 rows
+// serve each KV tile brought through L2 to half as many rows again (a DDTree-8 step of 8 heads, 72 rows, is 2
+// row tiles instead of 3), at the same registers per warp; 32 rows finish a short launch sooner.
 #pragma once
 
 #include <ddk/primitives.h>
@@ -26,23 +29,34 @@ constexpr int kDimQK = 576;          // [512 latent || 64 rope]
 constexpr int kDimV = 512;           // V = the latent part of the same pool row
 constexpr int kRowBytes = kDimQK * 2;
 constexpr int kChunksPerRow = kRowBytes / 16;  // 72 chunks of 16 bytes
-constexpr int kBlockM = 32;          // rows (token x head) per CTA
+constexpr int kGroupRows = 16;       // rows (token x head) per row group: the mma M
+constexpr int kGroupThreads = 128;   // 4 warps per row group
+constexpr int kMaxGroups = 3;        // 48 rows, 384 threads: what registers are fitted to
+constexpr int kMaxThreads = kMaxGroups * kGroupThreads;
 constexpr int kBlockN = 32;          // keys per tile
 constexpr int kStages = 2;
-constexpr int kWarps = 8;
-constexpr int kThreads = kWarps * 32;
 constexpr int kDimSlice = kDimQK / 4;   // 144 dims of S per warp
 constexpr int kKSteps = kDimSlice / 16; // 9 mma k-steps per slice
 constexpr int kColSlice = kDimV / 4;    // 128 output columns per warp
 constexpr int kOutTiles = kColSlice / 8; // 16 n8 tiles of O per warp
-constexpr int kStageBytes = kBlockN * kRowBytes;            // 36,864
-// Partial S rows are 40 floats apart, not 32: a half-warp's 64-bit accesses (4 rows x 4 lanes) then cover the
-// 32 banks once (2 wavefronts per warp instruction) instead of hitting 8 banks 4 times over (8 wavefronts).
-constexpr int kReduceStride = kBlockN + 8;
-constexpr int kReduceBytes = 2 * 4 * 16 * kReduceStride * 4;  // 20,480: partial S of both row groups
-constexpr int kSmemBytes = kStages * kStageBytes + kReduceBytes;  // 94,208 <= 101,376
-static_assert(kBlockM * kRowBytes <= kStageBytes, "Q staging must fit in one stage");
-static_assert(kSmemBytes <= 101376, "sm_120 allows 99 KB of shared memory per block");
+constexpr int kSmemRowBytes = kRowBytes + 16;  // 1,168: see smem_offset
+constexpr int kStageBytes = kBlockN * kSmemRowBytes;  // 37,376
+// Shared memory, in this order: the two stages, every row group's partial S, every row's mask words, and the
+// cursor (where the CTA is in its range of work units, see verify_attention_kernel).
+// Partial S of a (row group, quarter): 16 rows x 32 keys of fp32, rows 32 floats apart with the 8-float column
+// groups XOR-swizzled by row % 4, so a half-warp's 64-bit accesses (4 rows x 4 lanes) cover the 32 banks once
+// (2 wavefronts per warp instruction) instead of hitting 8 banks 4 times over (8 wavefronts).
+constexpr int kReduceBytesPerGroup = 4 * kGroupRows * kBlockN * 4;  // 8,192
+constexpr int kMaskBytesPerGroup = kGroupRows * 2 * 4;             // the two words of each row: 128
+constexpr int kCursorBytes = 6 * 16;  // two cursors and their requests' extents, the range, two segment slots
+constexpr int kSmemFixedBytes = kStages * kStageBytes + kCursorBytes;  // 74,848
+constexpr int kSmemBytesPerGroup = kReduceBytesPerGroup + kMaskBytesPerGroup;
+constexpr int kMaxSmemBytes = kSmemFixedBytes + kMaxGroups * kSmemBytesPerGroup;  // 99,808 <= 101,376
+DDK_HOST_DEVICE constexpr int smem_bytes(int groups) { return kSmemFixedBytes + groups * kSmemBytesPerGroup; }
+// Q is staged over stage 1 and the partial-S buffer, both free until the first tile's scores.
+static_assert(2 * kGroupRows * kSmemRowBytes <= kStageBytes + 2 * kReduceBytesPerGroup, "Q staging, 32 rows");
+static_assert(3 * kGroupRows * kSmemRowBytes <= kStageBytes + 3 * kReduceBytesPerGroup, "Q staging, 48 rows");
+static_assert(kMaxSmemBytes <= 101376, "sm_120 allows 99 KB of shared memory per block");
 
 constexpr float kNegInf = -__builtin_huge_valf();
 constexpr float kLn2 = 0.69314718055994530942f;
@@ -64,41 +78,64 @@ struct VerifyParams {
   const uint32_t* mask_words;   // (T, mask_words_per_row): bit j of row t = draft column j visible
   uint16_t* out;                // (T, H, 512) bf16
   float* lse;                   // (T, H) natural-log LSE, or nullptr
-  uint16_t* ws_o;               // (2 * num_ctas, kBlockM, 512) fp16 partial outputs of split row tiles, laid
+  uint16_t* ws_o;               // (2 * num_ctas, block_m, 512) fp16 partial outputs of split row tiles, laid
                                 // out as part_column() says, each row quarter divided by its ws_scale
-  float* ws_scale;              // (2 * num_ctas, kBlockM, 4) the power of two each row quarter was divided by
-  float* ws_lse;                // (2 * num_ctas, kBlockM) their LSE in log2 units
+  float* ws_scale;              // (2 * num_ctas, block_m, 4) the power of two each row quarter was divided by
+  float* ws_lse;                // (2 * num_ctas, block_m) their LSE in log2 units
   int total_rows;               // T * H
   int heads;
   int mask_words_per_row;
   int batch;
   int num_ctas;                 // the verify grid
   int whole_row_tiles;          // > 0: CTA c = row tile c % whole_row_tiles of request c / whole_row_tiles, whole
+  int row_groups;               // 2 or 3: 16 rows and 128 threads each (the launch's block is 128 * row_groups)
   float scale_log2;             // sm_scale * log2(e): scores live in the exp2 domain
 };
 
-// Byte offset of 16-byte chunk `chunk` of smem row `row`: XOR-swizzled within groups of 8 chunks, because the
-// 1152-byte row stride maps every row to the same banks and ldmatrix reads 8 rows at one column.
-DDK_HOST_DEVICE int swizzled(int row, int chunk) {
-  return row * kRowBytes + (((chunk & ~7) | ((chunk ^ row) & 7)) << 4);
-}
+// Byte offset of 16-byte chunk `chunk` of smem row `row`. Rows are padded by 16 bytes: the 8 rows one
+// ldmatrix reads at one column then start in 8 different 16-byte bank groups, and an address is a row's base
+// plus a constant (an XOR swizzle needed a register per k-step, and 168 registers leave none spare).
+DDK_HOST_DEVICE int smem_offset(int row, int chunk) { return row * kSmemRowBytes + chunk * 16; }
+
+// A CTA's range of units and where it stands in it, kept in shared memory between segments rather than in
+// registers: the tile loop needs all 168 (65,536 / 384 threads). Thread 0 writes the next segment's cursor
+// into one copy while every thread reads this segment's from the other; the segment's barriers order them.
+// Thread 0 finds the first segment's from the offsets (first_range); no segment then loads its request.
+struct alignas(16) Cursor {
+  int64_t request_base;  // the first unit of `request`, counted over the batch
+  int32_t unit;          // counted from request_base
+  int32_t request;
+};
+struct alignas(16) Extent {  // `request`'s, from the offsets
+  int32_t q_base, q_len, key_base, keys;
+};
+struct alignas(16) Range {
+  int64_t begin, end;
+};
 
 // One request's extent, read from the offsets (uniform over the CTA).
 struct Request {
   int q_base, q_len, key_base, keys, prefix, rows, tiles, row_tiles;
 };
 
-DDK_DEVICE Request request_at(const VerifyParams& p, int r) {
+DDK_DEVICE Request request_of(const VerifyParams& p, Extent e) {
   Request g;
-  g.q_base = ddk::ld_global(p.q_offsets + r);
-  g.q_len = ddk::ld_global(p.q_offsets + (r + 1)) - g.q_base;
-  g.key_base = ddk::ld_global(p.kv_offsets + r);
-  g.keys = ddk::ld_global(p.kv_offsets + (r + 1)) - g.key_base;
+  g.q_base = e.q_base;
+  g.q_len = e.q_len;
+  g.key_base = e.key_base;
+  g.keys = e.keys;
   g.prefix = g.keys - g.q_len;
   g.rows = g.q_len * p.heads;
   g.tiles = (g.keys + kBlockN - 1) / kBlockN;
-  g.row_tiles = (g.rows + kBlockM - 1) / kBlockM;
+  const int block_m = kGroupRows * p.row_groups;
+  g.row_tiles = (g.rows + block_m - 1) / block_m;
   return g;
+}
+
+DDK_DEVICE Request request_at(const VerifyParams& p, int r) {
+  const int q_base = ddk::ld_global(p.q_offsets + r), key_base = ddk::ld_global(p.kv_offsets + r);
+  return request_of(p, Extent{q_base, ddk::ld_global(p.q_offsets + (r + 1)) - q_base, key_base,
+                              ddk::ld_global(p.kv_offsets + (r + 1)) - key_base});
 }
 
 // Work units of the whole batch: every row tile of every request times its key tiles.
@@ -117,27 +154,31 @@ DDK_HOST_DEVICE int64_t range_start(int64_t c, int64_t units, int64_t ctas) { re
 // The CTA whose range holds unit u: the last c with range_start(c) <= u (empty ranges come before it).
 DDK_HOST_DEVICE int64_t cta_of_unit(int64_t u, int64_t units, int64_t ctas) { return ((u + 1) * ctas - 1) / units; }
 
+// 32 keys x 72 chunks: with n = threads / 72 (3 or 5), thread t < 72n copies chunk t % 72 of keys t / 72,
+// t / 72 + n, ...; consecutive threads take consecutive chunks of a row (coalesced), and each thread's
+// addresses step by a constant, so nothing but its column stays in registers through the tile loop. Keys past
+// the end are zero-filled (0 * garbage would be NaN).
 DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, int key_base, int key_end, int first_key) {
-  // 32 keys x 72 chunks, 9 chunks per thread; keys past the end are zero-filled (0 * garbage would be NaN).
-  for (int i = ddk::thread_idx_x(); i < kBlockN * kChunksPerRow; i += kThreads) {
-    const int j = i / kChunksPerRow, chunk = i % kChunksPerRow;
+  const int t = ddk::thread_idx_x(), rows_at_once = kGroupThreads * p.row_groups / kChunksPerRow;
+  if (t >= rows_at_once * kChunksPerRow) return;
+  const int chunk = t % kChunksPerRow;
+  for (int j = t / kChunksPerRow; j < kBlockN; j += rows_at_once) {
     const int key = first_key + j;
     const bool valid = key < key_end;
     const uint16_t* src = p.kv;
     if (valid) src += static_cast<int64_t>(ddk::ld_global(p.kv_slots + (key_base + key))) * kDimQK + chunk * 8;
-    ddk::cp_async_16(stage + swizzled(j, chunk), src, valid);
+    ddk::cp_async_16(stage + smem_offset(j, chunk), src, valid);
   }
 }
 
-// The two mask words a tile's draft keys can fall in, for each of the CTA's 32 rows, staged in the unused
-// last columns of the partial-S rows (quarter 0's): loaded before the wait for the tile's keys, so their
-// latency hides behind it, and read from shared memory when the scores are masked. The words of key tile
-// `tile` start at draft column (tile * 32 - prefix) / 32; 0 where nothing is read.
-// Rows 40 floats apart start 8 banks apart, so rows r and r + 4 would share banks: each group of 4 rows takes
-// its own pair of the 8 spare columns, which keeps the staging stores and the reads conflict-free.
-DDK_HOST_DEVICE int mask_slot(int row, int word) {  // float index in the partial-S buffer
-  return ((row / 16) * 4 * 16 + row % 16) * kReduceStride + kBlockN + 2 * ((row / 4) % 4) + word;
-}
+// The two mask words a tile's draft keys can fall in, for each of the CTA's rows, staged in shared memory:
+// loaded before the wait for the tile's keys, so their latency hides behind it, and read from shared memory
+// when the scores are masked. The words of key tile `tile` start at draft column (tile * 32 - prefix) / 32;
+// 0 where nothing is read.
+DDK_HOST_DEVICE int mask_slot(int row, int word) { return row * 2 + word; }  // u32 index in the mask words
+
+// Float index of partial S (row, column) of a 16-row slice: see kReduceBytesPerGroup.
+DDK_HOST_DEVICE int partial_at(int row, int column) { return row * kBlockN + (column ^ ((row % 4) * 8)); }
 
 DDK_DEVICE int first_mask_word(const Request& g, int tile) {
   return tile * kBlockN > g.prefix ? (tile * kBlockN - g.prefix) / 32 : 0;
@@ -147,15 +188,15 @@ DDK_DEVICE uint32_t fetch_mask_word(const VerifyParams& p, const Request& g, int
   const int t = ddk::thread_idx_x();
   const int r = row0 + t / 2, word = first_mask_word(g, tile) + t % 2;
   const int last_key = tile * kBlockN + kBlockN < g.keys ? tile * kBlockN + kBlockN - 1 : g.keys - 1;
-  const bool read = t < 2 * kBlockM && r < g.rows && last_key >= g.prefix && word <= (last_key - g.prefix) / 32;
+  const bool read = t < 2 * kGroupRows * p.row_groups && r < g.rows && last_key >= g.prefix && word <= (last_key - g.prefix) / 32;
   return read ? ddk::ld_global(p.mask_words + (static_cast<int64_t>(g.q_base + r / p.heads) * p.mask_words_per_row +
                                                word))
               : 0u;
 }
 
-DDK_DEVICE void stage_mask_word(float* reduce, uint32_t word) {
+DDK_DEVICE void stage_mask_word(const VerifyParams& p, uint32_t* mask_words, uint32_t word) {
   const int t = ddk::thread_idx_x();
-  if (t < 2 * kBlockM) ddk::st_shared(reinterpret_cast<uint32_t*>(reduce) + mask_slot(t / 2, t % 2), word);
+  if (t < 2 * kGroupRows * p.row_groups) ddk::st_shared(mask_words + mask_slot(t / 2, t % 2), word);
 }
 
 // A part's row quarter is stored as fp16 divided by a power of two that brings its largest finite |value|
@@ -191,36 +232,28 @@ DDK_HOST_DEVICE int part_column(int position) {
 // Row tile `row_tile` of request g over key tiles [tile_begin, tile_end). slot < 0: the segment is the row tile
 // whole and writes the output; else it writes partial `slot` of the workspace for the combine.
 DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g, int row_tile, int tile_begin,
-                            int tile_end, int slot) {
+                            int tile_end, const int* slot_word) {
   float* reduce = reinterpret_cast<float*>(smem + kStages * kStageBytes);
+  const int block_m = kGroupRows * p.row_groups, threads = kGroupThreads * p.row_groups;
+  uint32_t* mask_words = reinterpret_cast<uint32_t*>(smem + (kStages * kStageBytes + p.row_groups * kReduceBytesPerGroup));
   const int warp = ddk::warp_id(), lane = ddk::lane_id();
   const int group = warp / 4, quarter = warp % 4;
   const int lr = lane / 4, lc = lane % 4;  // PTX groupID and threadID_in_group
-  const int row0 = row_tile * kBlockM;
+  const int row0 = row_tile * block_m;
 
-  // The two rows this lane owns in every C fragment, relative to the CTA and as (token, head).
-  int my_global_row[2];
-  bool my_valid[2];
-  for (int h = 0; h < 2; ++h) {
-    const int r = row0 + group * 16 + lr + 8 * h;
-    my_valid[h] = r < g.rows;
-    my_global_row[h] = my_valid[h] ? (g.q_base + r / p.heads) * p.heads + r % p.heads : 0;
-  }
+  // The two rows this lane owns in every C fragment (request-local): my_row and my_row + 8. Their validity and
+  // global index are recomputed where used: 168 registers (65,536 / 384 threads) leave none to keep them.
+  const int my_row = row0 + group * 16 + lr;
 
-  float o[kOutTiles][4];
-  for (int n = 0; n < kOutTiles; ++n)
-    for (int k = 0; k < 4; ++k) o[n][k] = 0.f;
-  float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f};
-
-  // Q (staged in stage 1) and the first KV tile (stage 0) are in flight together; each warp then keeps its
+  // Q (staged in stage 1 and the partial-S buffer) and the first KV tile (stage 0) are in flight together; each warp then keeps its
   // 16 rows x 144 dims of Q in registers.
-  for (int i = ddk::thread_idx_x(); i < kBlockM * kChunksPerRow; i += kThreads) {
+  for (int i = ddk::thread_idx_x(); i < block_m * kChunksPerRow; i += threads) {
     const int m = i / kChunksPerRow, chunk = i % kChunksPerRow;
     const int r = row0 + m;
     const bool valid = r < g.rows;
     const uint16_t* src = p.q;
-    if (valid) src += (static_cast<int64_t>(g.q_base + r / p.heads) * p.heads + r % p.heads) * kDimQK + chunk * 8;
-    ddk::cp_async_16(smem + (kStageBytes + swizzled(m, chunk)), src, valid);
+    if (valid) src += (static_cast<int64_t>(g.q_base) * p.heads + r) * kDimQK + chunk * 8;  // row (token, head)
+    ddk::cp_async_16(smem + (kStageBytes + smem_offset(m, chunk)), src, valid);
   }
   ddk::cp_async_commit();
   load_tile(smem, p, g.key_base, g.keys, tile_begin * kBlockN);
@@ -231,9 +264,14 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
   uint32_t qf[kKSteps][4];
   for (int ks = 0; ks < kKSteps; ++ks) {
     const int chunk = (quarter * kDimSlice + ks * 16) / 8 + lane / 16;
-    ddk::ldmatrix_x4(qf[ks], smem + (kStageBytes + swizzled(group * 16 + lane % 16, chunk)));
+    ddk::ldmatrix_x4(qf[ks], smem + (kStageBytes + smem_offset(group * 16 + lane % 16, chunk)));
   }
   ddk::sync_block();  // stage 1 is about to hold keys
+
+  float o[kOutTiles][4];  // zeroed only now: nothing else lives through the prologue's loads
+  for (int n = 0; n < kOutTiles; ++n)
+    for (int k = 0; k < 4; ++k) o[n][k] = 0.f;
+  float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f};
 
   for (int tile = tile_begin; tile < tile_end; ++tile) {
     const int it = tile - tile_begin;
@@ -242,56 +280,57 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     ddk::cp_async_commit();
     if (it > 0) mask_word = fetch_mask_word(p, g, row0, tile);
     ddk::cp_async_wait<1>();
-    stage_mask_word(reduce, mask_word);
+    stage_mask_word(p, mask_words, mask_word);
     ddk::sync_block();
 
-    // Partial S over this warp's 144 dims: 4 n8 tiles of keys.
-    float s[4][4];
-    for (int n = 0; n < 4; ++n)
-      for (int k = 0; k < 4; ++k) s[n][k] = 0.f;
-    for (int ks = 0; ks < kKSteps; ++ks) {
-      for (int pair = 0; pair < 2; ++pair) {
+    // Partial S over this warp's 144 dims, 16 keys (two n8 tiles) at a time, each pair stored before the next
+    // is computed: 8 accumulators live beside Q and O instead of 16.
+    Float2* mine = reinterpret_cast<Float2*>(reduce + ((group * 4 + quarter) * 16) * kBlockN);
+    for (int pair = 0; pair < 2; ++pair) {
+      float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+      for (int ks = 0; ks < kKSteps; ++ks) {
         uint32_t b[4];
         const int m = lane / 8;
         const int key = pair * 16 + (m / 2) * 8 + lane % 8;
         const int chunk = (quarter * kDimSlice + ks * 16) / 8 + (m % 2);
-        ddk::ldmatrix_x4(b, stage + swizzled(key, chunk));
+        ddk::ldmatrix_x4(b, stage + smem_offset(key, chunk));
         const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-        ddk::mma_bf16_m16n8k16(s[2 * pair], qf[ks], b0, s[2 * pair]);
-        ddk::mma_bf16_m16n8k16(s[2 * pair + 1], qf[ks], b1, s[2 * pair + 1]);
+        ddk::mma_bf16_m16n8k16(acc[0], qf[ks], b0, acc[0]);
+        ddk::mma_bf16_m16n8k16(acc[1], qf[ks], b1, acc[1]);
       }
+      for (int half = 0; half < 2; ++half)
+        for (int h = 0; h < 2; ++h)
+          ddk::st_shared(mine + partial_at(lr + 8 * h, (2 * pair + half) * 8 + 2 * lc) / 2,
+                         Float2{acc[half][2 * h], acc[half][2 * h + 1]});
     }
-    Float2* mine = reinterpret_cast<Float2*>(reduce + ((group * 4 + quarter) * 16) * kReduceStride);
-    for (int n = 0; n < 4; ++n)
-      for (int h = 0; h < 2; ++h)
-        ddk::st_shared(mine + ((lr + 8 * h) * kReduceStride + n * 8 + 2 * lc) / 2, Float2{s[n][2 * h], s[n][2 * h + 1]});
     ddk::sync_block();
 
     // Full S (the four quarters summed in a fixed order, so every warp of the group agrees bit for bit),
     // scaled into the exp2 domain and masked.
+    float s[4][4];
     float tile_max[2] = {kNegInf, kNegInf};
     const int first_word = first_mask_word(g, tile);
+    // The staged mask words of this lane's two rows, read once in a tile that holds draft keys (a branch
+    // uniform over the CTA); prefix keys are visible to every row.
+    uint32_t words[2][2] = {{~0u, ~0u}, {~0u, ~0u}};
+    if (tile * kBlockN + kBlockN > g.prefix)
+      for (int h = 0; h < 2; ++h)
+        for (int w = 0; w < 2; ++w) words[h][w] = ddk::ld_shared(mask_words + mask_slot(group * 16 + lr + 8 * h, w));
     for (int n = 0; n < 4; ++n)
       for (int h = 0; h < 2; ++h) {
-        const int at = (lr + 8 * h) * kReduceStride + n * 8 + 2 * lc;
+        const int at = partial_at(lr + 8 * h, n * 8 + 2 * lc);
         float v[2] = {0.f, 0.f};
         for (int qq = 0; qq < 4; ++qq) {
           const Float2 part =
-              ddk::ld_shared(reinterpret_cast<const Float2*>(reduce + ((group * 4 + qq) * 16) * kReduceStride) + at / 2);
+              ddk::ld_shared(reinterpret_cast<const Float2*>(reduce + ((group * 4 + qq) * 16) * kBlockN) + at / 2);
           v[0] += part.x;
           v[1] += part.y;
         }
         for (int e = 0; e < 2; ++e) {
           float x = v[e] * p.scale_log2;
-          const int key = tile * kBlockN + n * 8 + 2 * lc + e;
-          if (key >= g.keys) {
-            x = kNegInf;
-          } else if (key >= g.prefix && my_valid[h]) {
-            const int j = key - g.prefix;
-            const uint32_t word = ddk::ld_shared(reinterpret_cast<const uint32_t*>(reduce) +
-                                                 mask_slot(group * 16 + lr + 8 * h, j / 32 - first_word));
-            if (!((word >> (j % 32)) & 1u)) x = kNegInf;
-          }
+          const int key = tile * kBlockN + n * 8 + 2 * lc + e, j = key - g.prefix;  // j < 0: a prefix key
+          const uint32_t word = (j >> 5) - first_word > 0 ? words[h][1] : words[h][0];
+          if (key >= g.keys || (j >= 0 && !((word >> (j & 31)) & 1u))) x = kNegInf;  // rows past the end see no drafts
           s[n][2 * h + e] = x;
           tile_max[h] = x > tile_max[h] ? x : tile_max[h];
         }
@@ -329,7 +368,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
         const int m = lane / 8;
         const int key = kstep * 16 + (m % 2) * 8 + lane % 8;
         const int chunk = (quarter * kColSlice + pair * 16) / 8 + m / 2;
-        ddk::ldmatrix_x4_trans(b, stage + swizzled(key, chunk));
+        ddk::ldmatrix_x4_trans(b, stage + smem_offset(key, chunk));
         const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
         ddk::mma_bf16_m16n8k16(o[2 * pair], pf[kstep], b0, o[2 * pair]);
         ddk::mma_bf16_m16n8k16(o[2 * pair + 1], pf[kstep], b1, o[2 * pair + 1]);
@@ -342,6 +381,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     row_sum[h] += ddk::shfl_xor(row_sum[h], 1);
     row_sum[h] += ddk::shfl_xor(row_sum[h], 2);
   }
+  const int slot = ddk::ld_shared(slot_word);  // read here, not kept in a register through the tiles
   float inv[2];
   PartScale scale[2] = {{1.f, 1.f}, {1.f, 1.f}};
   for (int h = 0; h < 2; ++h) {
@@ -355,78 +395,106 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     scale[h] = part_scale(largest * inv[h]);
   }
   for (int h = 0; h < 2; ++h) {
-    if (!my_valid[h]) continue;
+    if (!(my_row + 8 * h < g.rows)) continue;
     // NaN (a poisoned key was read) must reach the combine and the output, never hide as an empty part.
     const bool seen = row_sum[h] > 0.f || row_sum[h] != row_sum[h];
     const float lse2 = seen ? row_max[h] + log2f(row_sum[h]) : kNegInf;
     if (slot < 0) {
-      const int64_t grow = my_global_row[h];
+      const int r = my_row + 8 * h;
+      const int64_t grow = static_cast<int64_t>(g.q_base) * p.heads + r;
       uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + grow * kDimV + quarter * kColSlice);
       for (int n = 0; n < kOutTiles; ++n)
         ddk::st_global(dst + (n * 8 + 2 * lc) / 2, ddk::pack_bf16x2(o[n][2 * h] * inv[h], o[n][2 * h + 1] * inv[h]));
-      if (p.lse != nullptr && quarter == 0 && lc == 0) ddk::st_global(p.lse + grow, lse2 * kLn2);
+      if (p.lse != nullptr && (ddk::thread_idx_x_here() & 0x63u) == 0)  // quarter 0, lc 0 (see below)
+        ddk::st_global(p.lse + grow, lse2 * kLn2);
     } else {
-      const int64_t part = static_cast<int64_t>(slot) * kBlockM + group * 16 + lr + 8 * h;
+      const int64_t part = static_cast<int64_t>(slot) * block_m + group * 16 + lr + 8 * h;
       const float s = inv[h] * scale[h].inverse;  // a power of two times inv: the same bits as two products
       Half4* dst = reinterpret_cast<Half4*>(p.ws_o + (part * kDimV + quarter * kColSlice));
       for (int j = 0; j < kOutTiles / 2; ++j)
         ddk::st_global(dst + (j * 4 + lc),
                        Half4{ddk::pack_f16x2(o[2 * j][2 * h] * s, o[2 * j][2 * h + 1] * s),
                              ddk::pack_f16x2(o[2 * j + 1][2 * h] * s, o[2 * j + 1][2 * h + 1] * s)});
-      if (lc == 0) ddk::st_global(p.ws_scale + (part * kPartQuarters + quarter), scale[h].unit);
-      if (quarter == 0 && lc == 0) ddk::st_global(p.ws_lse + part, lse2);
+      // lc == 0 is t % 4 == 0, quarter == 0 as well t & 0x63 == 0: tested on the thread index read here, since
+      // predicates derived from it at the start would take registers (or spill) through the tile loop.
+      const unsigned t = ddk::thread_idx_x_here();
+      if ((t & 3u) == 0) ddk::st_global(p.ws_scale + (part * kPartQuarters + quarter), scale[h].unit);
+      if ((t & 0x63u) == 0) ddk::st_global(p.ws_lse + part, lse2);
     }
   }
 }
 
-DDK_GLOBAL void verify_attention_kernel(const VerifyParams p) {
+// The CTA's range of units, where its first segment starts and that segment's request, from the offsets (the
+// same loads in every CTA).
+DDK_DEVICE void first_range(const VerifyParams& p, int cta, Range& range, Cursor& at, Request& g) {
+  if (p.whole_row_tiles > 0) {  // one row tile whole, its units counted from its request's first
+    const int request = cta / p.whole_row_tiles, row_tile = cta % p.whole_row_tiles;
+    g = request_at(p, request);
+    const bool busy = row_tile < g.row_tiles;  // a request with fewer rows than the longest leaves CTAs idle
+    const int begin = busy ? row_tile * g.tiles : 0;
+    range = Range{begin, busy ? begin + g.tiles : 0};
+    at = Cursor{0, begin, request};
+    return;
+  }
+  const int64_t units = total_units(p);
+  const int64_t begin = range_start(cta, units, p.num_ctas);
+  int request = 0;  // the request holding `begin`, by a pass over every request
+  int64_t request_base = 0, before = 0;
+  for (int r = 0; r < p.batch; ++r) {
+    const Request h = request_at(p, r);
+    before += static_cast<int64_t>(h.row_tiles) * h.tiles;
+    if (before <= begin && r + 1 < p.batch) {
+      request = r + 1;
+      request_base = before;
+    }
+  }
+  range = Range{begin, range_start(cta + 1, units, p.num_ctas)};
+  at = Cursor{request_base, static_cast<int32_t>(begin - request_base), request};
+  g = request_at(p, request);
+}
+
+DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const VerifyParams p) {
   char* smem = ddk::dynamic_smem();
   const int cta = ddk::block_idx_x();
-  int request;
-  int64_t request_base, begin, end;  // units counted from request_base, the first unit of `request`
-  Request g;
-  if (p.whole_row_tiles > 0) {
-    request = cta / p.whole_row_tiles;
-    g = request_at(p, request);
-    const int row_tile = cta % p.whole_row_tiles;
-    if (row_tile >= g.row_tiles) return;  // a request with fewer rows than the longest leaves CTAs idle
-    request_base = 0;
-    begin = static_cast<int64_t>(row_tile) * g.tiles;
-    end = begin + g.tiles;
-  } else {
-    const int64_t units = total_units(p);
-    begin = range_start(cta, units, p.num_ctas);
-    end = range_start(cta + 1, units, p.num_ctas);
-    // The request holding `begin`, by a pass over every request: the same loads in every CTA.
-    request = 0;
-    request_base = 0;
-    int64_t before = 0;
-    for (int r = 0; r < p.batch; ++r) {
-      const Request h = request_at(p, r);
-      before += static_cast<int64_t>(h.row_tiles) * h.tiles;
-      if (before <= begin && r + 1 < p.batch) {
-        request = r + 1;
-        request_base = before;
-      }
-    }
-    g = request_at(p, request);
+  Cursor* cursor = reinterpret_cast<Cursor*>(smem + (smem_bytes(p.row_groups) - kCursorBytes));
+  Extent* extent = reinterpret_cast<Extent*>(cursor + 2);
+  Range* range = reinterpret_cast<Range*>(extent + 2);
+  int* slot_words = reinterpret_cast<int*>(range + 1);
+  if (ddk::thread_idx_x() == 0) {
+    Range first;
+    Cursor at;
+    Request g;
+    first_range(p, ddk::block_idx_x(), first, at, g);
+    ddk::st_shared(range, first);
+    ddk::st_shared(cursor, at);
+    ddk::st_shared(extent, Extent{g.q_base, g.q_len, g.key_base, g.keys});
   }
-  for (int64_t u = begin; u < end;) {
-    if (u == request_base + static_cast<int64_t>(g.row_tiles) * g.tiles) {  // past this request's units
-      request_base = u;
+  ddk::sync_block();
+  for (int k = 0, segment = 0;; k ^= 1, ++segment) {
+    const Cursor at = ddk::ld_shared(cursor + k);
+    const Range whole_range = ddk::ld_shared(range);
+    int64_t request_base = at.request_base;
+    int unit = at.unit, request = at.request;  // a request's units fit 32 bits: 32-bit divisions below
+    if (request_base + unit >= whole_range.end) return;
+    Request g = request_of(p, ddk::ld_shared(extent + k));
+    while (unit == g.row_tiles * g.tiles) {  // past this request's units
+      request_base += unit;
+      unit = 0;
       g = request_at(p, ++request);
-      continue;
     }
-    const int row_tile = static_cast<int>((u - request_base) / g.tiles);
+    const int row_tile = unit / g.tiles, tile_begin = unit % g.tiles;
     const int64_t row_tile_base = request_base + static_cast<int64_t>(row_tile) * g.tiles;
-    const int tile_begin = static_cast<int>(u - row_tile_base);
-    const int64_t stop = end - row_tile_base;
+    const int64_t stop = whole_range.end - row_tile_base;
     const int tile_end = stop < g.tiles ? static_cast<int>(stop) : g.tiles;
     const bool whole = tile_begin == 0 && tile_end == g.tiles;
     // A part that starts the CTA's range is its slot 0; only its last segment can be another part (slot 1).
-    const int slot = whole ? -1 : 2 * cta + (u == begin ? 0 : 1);
-    run_segment(p, smem, g, row_tile, tile_begin, tile_end, slot);
-    u = row_tile_base + tile_end;
+    const int slot = whole ? -1 : 2 * cta + (segment == 0 ? 0 : 1);
+    if (ddk::thread_idx_x() == 0) {
+      ddk::st_shared(cursor + (k ^ 1), Cursor{request_base, row_tile * g.tiles + tile_end, request});
+      ddk::st_shared(extent + (k ^ 1), Extent{g.q_base, g.q_len, g.key_base, g.keys});
+      ddk::st_shared(slot_words + k, slot);  // rewritten two segments on, after this one's barriers
+    }
+    run_segment(p, smem, g, row_tile, tile_begin, tile_end, slot_words + k);
   }
 }
 
@@ -439,16 +507,16 @@ constexpr int kCombineThreads = 128;
 DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   const int row = ddk::block_idx_x();
   if (row >= p.total_rows || p.whole_row_tiles > 0) return;
-  const int token = row / p.heads, head = row % p.heads;
+  const int token = row / p.heads, head = row % p.heads, block_m = kGroupRows * p.row_groups;
   int64_t units = 0, unit0 = -1;
   int tiles = 0, m = 0;
   for (int r = 0; r < p.batch; ++r) {
     const Request g = request_at(p, r);
     if (unit0 < 0 && token < g.q_base + g.q_len) {
       const int local = (token - g.q_base) * p.heads + head;
-      unit0 = units + static_cast<int64_t>(local / kBlockM) * g.tiles;
+      unit0 = units + static_cast<int64_t>(local / block_m) * g.tiles;
       tiles = g.tiles;
-      m = local % kBlockM;
+      m = local % block_m;
     }
     units += static_cast<int64_t>(g.row_tiles) * g.tiles;
   }
@@ -464,7 +532,7 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   float best = kNegInf;
   for (int64_t c = first; c <= last; ++c) {
     if (sparse && range_start(c + 1, units, p.num_ctas) == range_start(c, units, p.num_ctas)) continue;  // idle
-    const int64_t part = (2 * c + (c == first && first_is_slot1 ? 1 : 0)) * kBlockM + m;
+    const int64_t part = (2 * c + (c == first && first_is_slot1 ? 1 : 0)) * block_m + m;
     best = fmaxf(best, ddk::ld_global(p.ws_lse + part));
   }
   const float base = best == kNegInf ? 0.f : best;
@@ -473,7 +541,7 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   const int position = ddk::thread_idx_x() * 4, quarter = position / kColSlice;
   for (int64_t c = first; c <= last; ++c) {
     if (sparse && range_start(c + 1, units, p.num_ctas) == range_start(c, units, p.num_ctas)) continue;
-    const int64_t part = (2 * c + (c == first && first_is_slot1 ? 1 : 0)) * kBlockM + m;
+    const int64_t part = (2 * c + (c == first && first_is_slot1 ? 1 : 0)) * block_m + m;
     const float w = ddk::fast_exp2(ddk::ld_global(p.ws_lse + part) - base);  // an empty part has lse -inf
     weight_sum += w;
     if (w == 0.f) continue;

@@ -24,14 +24,14 @@ void check_aligned(const at::Tensor& t, const char* name, uintptr_t bytes) {
               "-byte aligned (cp.async and vector accesses), its data starts at ", t.data_ptr());
 }
 
-// The 94 KB dynamic shared-memory opt-in is a per-device attribute: set it once on every device it runs on.
+// The 97 KB dynamic shared-memory opt-in is a per-device attribute: set it once on every device it runs on.
 void allow_shared_memory(int device) {
   static std::mutex lock;
   static std::set<int> configured;
   const std::lock_guard<std::mutex> guard(lock);
   if (configured.count(device) != 0) return;
   C10_CUDA_CHECK(cudaFuncSetAttribute(ddk_verify::verify_attention_kernel,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize, ddk_verify::kSmemBytes));
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, ddk_verify::kMaxSmemBytes));
   configured.insert(device);
 }
 
@@ -39,7 +39,7 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
             const at::Tensor& q_offsets, const at::Tensor& mask_words, at::Tensor& out,
             const c10::optional<at::Tensor>& lse, at::Tensor& ws_o, at::Tensor& ws_lse, at::Tensor& ws_scale,
             double sm_scale,
-            int64_t num_ctas, int64_t whole_row_tiles) {
+            int64_t num_ctas, int64_t whole_row_tiles, int64_t row_groups) {
   TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
   const at::Device device = q.device();
   check(q, "q", at::kBFloat16, device);
@@ -62,6 +62,8 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
   if (q.size(0) * q.size(1) == 0 || batch == 0) return;  // nothing to compute (the plan gives 0 CTAs)
   // Workspace slots are 2 * cta + 1 in 32-bit arithmetic.
   TORCH_CHECK(num_ctas >= 1 && num_ctas < (int64_t{1} << 30) && whole_row_tiles >= 0, "bad launch geometry");
+  TORCH_CHECK(row_groups == 2 || row_groups == ddk_verify::kMaxGroups, "row_groups must be 2 or 3, not ", row_groups);
+  const int64_t block_m = ddk_verify::kGroupRows * row_groups;
   check_aligned(q, "q", 16);
   check_aligned(kv, "kv", 16);
   check_aligned(out, "out", 4);
@@ -77,12 +79,12 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
     check(ws_lse, "ws_lse", at::kFloat, device);
     check(ws_scale, "ws_scale", at::kFloat, device);
     check_aligned(ws_o, "ws_o", 8);
-    TORCH_CHECK(ws_o.numel() >= 2 * num_ctas * ddk_verify::kBlockM * ddk_verify::kDimV,
-                "ws_o holds ", ws_o.numel(), " halves, the launch needs 2 * num_ctas * 32 * 512");
-    TORCH_CHECK(ws_lse.numel() >= 2 * num_ctas * ddk_verify::kBlockM, "ws_lse holds ", ws_lse.numel(),
-                " floats, the launch needs 2 * num_ctas * 32");
-    TORCH_CHECK(ws_scale.numel() >= 2 * num_ctas * ddk_verify::kBlockM * 4, "ws_scale holds ", ws_scale.numel(),
-                " floats, the launch needs 2 * num_ctas * 32 * 4");
+    TORCH_CHECK(ws_o.numel() >= 2 * num_ctas * block_m * ddk_verify::kDimV, "ws_o holds ", ws_o.numel(),
+                " halves, the launch needs 2 * num_ctas * ", block_m, " * 512");
+    TORCH_CHECK(ws_lse.numel() >= 2 * num_ctas * block_m, "ws_lse holds ", ws_lse.numel(),
+                " floats, the launch needs 2 * num_ctas * ", block_m);
+    TORCH_CHECK(ws_scale.numel() >= 2 * num_ctas * block_m * 4, "ws_scale holds ", ws_scale.numel(),
+                " floats, the launch needs 2 * num_ctas * ", block_m, " * 4");
   }
   const at::cuda::CUDAGuard guard(device);
 
@@ -104,12 +106,13 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
   p.batch = batch;
   p.num_ctas = static_cast<int>(num_ctas);
   p.whole_row_tiles = static_cast<int>(whole_row_tiles);
+  p.row_groups = static_cast<int>(row_groups);
   p.scale_log2 = static_cast<float>(sm_scale * 1.4426950408889634);
 
   allow_shared_memory(device.index());
   auto stream = at::cuda::getCurrentCUDAStream();
-  ddk_verify::verify_attention_kernel<<<static_cast<unsigned>(num_ctas), ddk_verify::kThreads,
-                                        ddk_verify::kSmemBytes, stream>>>(p);
+  ddk_verify::verify_attention_kernel<<<static_cast<unsigned>(num_ctas), ddk_verify::kGroupThreads * p.row_groups,
+                                        ddk_verify::smem_bytes(p.row_groups), stream>>>(p);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (combines) {
     ddk_verify::combine_parts_kernel<<<p.total_rows, ddk_verify::kCombineThreads, 0, stream>>>(p);

@@ -42,6 +42,7 @@
 #define DDK_DEVICE inline
 #define DDK_GLOBAL
 #define DDK_HOST_DEVICE inline
+#define DDK_LAUNCH_BOUNDS(threads, min_blocks)
 
 #elif defined(__CUDACC__)
 // ------------------------------------------------------------------------------------------------
@@ -52,6 +53,8 @@
 #define DDK_DEVICE __device__ __forceinline__
 #define DDK_GLOBAL __global__
 #define DDK_HOST_DEVICE __host__ __device__ __forceinline__
+// ptxas fits the registers to `threads` per block, `min_blocks` blocks per SM.
+#define DDK_LAUNCH_BOUNDS(threads, min_blocks) __launch_bounds__(threads, min_blocks)
 
 #else
 #error "ddk/primitives.h: compile with nvcc, or define DDK_EMULATE for the host emulation"
@@ -188,6 +191,7 @@ DDK_HOST_DEVICE float fast_exp2(float x) {
 using emu::Site;
 
 DDK_DEVICE unsigned thread_idx_x() { return emu::detail::view("thread_idx_x").tid; }
+DDK_DEVICE unsigned thread_idx_x_here() { return emu::detail::view("thread_idx_x_here").tid; }
 DDK_DEVICE unsigned block_idx_x() { return emu::detail::view("block_idx_x").bx; }
 DDK_DEVICE unsigned block_idx_y() { return emu::detail::view("block_idx_y").by; }
 DDK_DEVICE unsigned block_idx_z() { return emu::detail::view("block_idx_z").bz; }
@@ -300,6 +304,13 @@ DDK_DEVICE void st_shared(T* p, nondeduced<T> v, Site site = Site::current()) {
 // ================================================================ CUDA primitives ===============
 
 DDK_DEVICE unsigned thread_idx_x() { return threadIdx.x; }
+// The thread index read again where it is used: ptxas cannot hoist a volatile read, so what derives from it is
+// computed there rather than kept (or spilled) in a register through a long loop.
+DDK_DEVICE unsigned thread_idx_x_here() {
+  unsigned t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
 DDK_DEVICE unsigned block_idx_x() { return blockIdx.x; }
 DDK_DEVICE unsigned block_idx_y() { return blockIdx.y; }
 DDK_DEVICE unsigned block_idx_z() { return blockIdx.z; }
