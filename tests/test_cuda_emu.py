@@ -588,6 +588,22 @@ def test_the_fp16_parts_keep_their_precision_whatever_the_range(fp64, label, inp
     assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP and f.max_channel_ulp <= 1.5, f
 
 
+@pytest.mark.parametrize(("ctas", "halves"), [(8, 1), (40, 2)])
+def test_the_combine_merges_alike_in_one_half_or_two(fp64, ctas, halves):
+    """One row tile (4 tokens x 8 heads) over 63 key tiles: 40 CTAs are 40 parts a row, merged by two
+    halves of the combine CTA (every other part each); 8 by one."""
+    x = generate_inputs(make_case(prefix=2000, tree={"kind": "chain", "length": 4}))
+    backend = emu_with(ctas)
+    plan = backend.marshaled_launch(x).plan
+    assert (plan.row_tiles, plan.combine_halves) == (1, halves)
+    lse = lse_buffer(x)
+    out = backend.run(x, lse=lse).clone()
+    f = parity_figures(out, fp64.run(x))
+    assert f.unwritten == 0 and f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP, f
+    _, truth = dense(x)
+    assert float((lse.double() - truth).abs().max()) <= LSE_ATOL
+
+
 @pytest.mark.parametrize("row_groups", [2, 3])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_a_poisoned_key_in_one_part_reaches_the_output_through_the_combine(bad, row_groups):

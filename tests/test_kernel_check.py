@@ -243,9 +243,10 @@ def test_plan_constants_agree_with_the_kernel_source():
     assert c["kMaxGroups"] == plan.MAX_ROW_GROUPS
     assert c["kMaxThreads"] == plan.MAX_ROW_GROUPS * plan.GROUP_THREADS
     assert c["kBlockN"] == plan.BLOCK_N
-    assert c["kCombineThreads"] == plan.COMBINE_THREADS
-    # the combine kernel: 4 output columns per thread cover the 512 of a row
-    assert c["kCombineThreads"] * 4 == c["kDimV"]
+    assert c["kCombineHalf"] == plan.COMBINE_HALF
+    assert c["kCombineSmemBytes"] == plan.COMBINE_SMEM_BYTES
+    # the combine kernel: 4 output columns per thread of a half cover the 512 of a row
+    assert c["kCombineHalf"] * 4 == c["kDimV"]
     # a part row: 512 fp16 columns, one scale per quarter, the LSE (what the model and footprint count)
     assert c["kPartQuarters"] == plan.PART_QUARTERS and c["kDimV"] * 2 + 4 * 4 + 4 == plan.PART_ROW_BYTES
     assert c["kStageBytes"] == plan.STAGE_BYTES == c["kBlockN"] * (c["kDimQK"] * 2 + 16)  # rows padded 16 B
@@ -254,7 +255,7 @@ def test_plan_constants_agree_with_the_kernel_source():
     per_group = c["kReduceBytesPerGroup"] + c["kMaskBytesPerGroup"]
     assert c["kSmemBytesPerGroup"] == plan.SMEM_PER_GROUP_BYTES == per_group
     assert plan.MAX_SMEM_BYTES == c["kMaxSmemBytes"] == plan.smem_bytes(3) <= SMEM_LIMIT_BYTES
-    assert kc.DYNAMIC_SMEM == {VERIFY: plan.MAX_SMEM_BYTES, COMBINE: 0}
+    assert kc.DYNAMIC_SMEM == {VERIFY: plan.MAX_SMEM_BYTES, COMBINE: plan.COMBINE_SMEM_BYTES}
     assert MASK_WORD_BITS == 32  # the kernel reads word j / 32, bit j % 32
 
 

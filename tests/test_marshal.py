@@ -21,7 +21,14 @@ from ddbench.inputs import check_inputs, generate_inputs
 from ddbench.inputs.layout import VerifyInputs, poison_
 from ddbench.kernel.launch import prepare_launch
 from ddbench.kernel.marshal import MASK_WORD_BITS, KernelInputs, marshal
-from ddbench.kernel.plan import BLOCK_N, MIN_TILES_PER_CTA, WHOLE_WAVES, plan_launch
+from ddbench.kernel.plan import (
+    ALIGN_FROM_TILES,
+    ALIGNED_SHARE,
+    BLOCK_N,
+    MIN_TILES_PER_CTA,
+    WHOLE_WAVES,
+    plan_launch,
+)
 from ddbench.suite import Case, parse_suite
 
 # Generated batches: prefix 0 next to non-zero prefixes, q_len 1, q_len 33 and 65 (two and three 32-bit mask
@@ -401,6 +408,14 @@ def test_row_tiles_cover_every_token_head_row(heads, max_q_len, row_groups, row_
     assert (row_tiles - 1) * plan.block_m < max_q_len * heads <= row_tiles * plan.block_m
 
 
+def test_two_combine_halves_where_row_tiles_have_many_parts():
+    assert plan_launch(1, 8, 9, 32768 + 9).combine_halves == 2  # 188 CTAs over 2 row tiles
+    assert plan_launch(16, 8, 9, 16 * (4096 + 9)).combine_halves == 1  # 188 CTAs over 32 row tiles
+    assert plan_launch(1, 8, 9, 30).combine_halves == 1  # whole row tiles: no combine
+    assert plan_launch(1, 8, 9, 30).combine_threads == 128
+    assert plan_launch(1, 8, 9, 32777).combine_threads == 256
+
+
 def test_48_rows_for_long_launches_only():
     assert plan_launch(1, 8, 9, 4096 + 9).row_groups == 2  # 387 units on 188 SMs: more, smaller CTAs
     assert plan_launch(1, 8, 9, 32768 + 9).row_groups == 3  # 3,075 units: each KV tile serves 48 rows
@@ -416,8 +431,8 @@ def test_48_rows_for_long_launches_only():
         (1, 8, 9, 21, 188, 3, True),  # 30 keys: one tile per row tile, nothing to combine
         (1, 8, 9, 1999, 188, 48, False),  # 63 tiles x 3 row tiles = 189 units, about 4 per CTA
         (1, 8, 9, 4096, 188, 97, False),  # 387 units
-        (4, 8, 33, 1024, 188, 188, False),  # 1197 units: one wave of the GPU
-        (1, 16, 65, 4096, 188, 188, False),
+        (4, 8, 33, 1024, 188, 180, False),  # 1197 units: one wave, 5 CTAs to each of the 36 row tiles
+        (1, 16, 65, 4096, 188, 176, False),  # 22 row tiles of 48 rows, 8 CTAs each
         (64, 8, 9, 1000, 188, 188, False),  # 128 48-row tiles: balanced ranges use every SM
         (16, 16, 65, 128, 188, 528, True),  # 528 row tiles, 2.8 waves: whole beats parts
         (1, 128, 1, 100, 188, 4, True),  # 4 row tiles of 4 key tiles
@@ -446,11 +461,15 @@ def test_plan_bounds():
             assert plan.ctas == row_tiles, shape
             assert units <= MIN_TILES_PER_CTA * row_tiles or row_tiles >= WHOLE_WAVES * sm_count, shape
         else:
-            assert min(sm_count, row_tiles) <= plan.ctas <= sm_count, shape  # one wave, no fewer than needed
-            if row_tiles < plan.ctas < sm_count:  # sized by the work: about MIN_TILES_PER_CTA units each
-                assert MIN_TILES_PER_CTA - 1 < units / plan.ctas <= MIN_TILES_PER_CTA, shape
-            if plan.ctas == sm_count:  # capped by the GPU: at least as much work as that each
-                assert units / plan.ctas > MIN_TILES_PER_CTA - 1, shape
+            sized = min(sm_count, max(row_tiles, -(-units // MIN_TILES_PER_CTA)))
+            if plan.ctas != sized:  # rounded down to a multiple of the row tiles: one part per CTA
+                assert plan.ctas % row_tiles == 0 and plan.ctas >= ALIGNED_SHARE * sized, shape
+                assert units >= ALIGN_FROM_TILES * sized, shape
+            assert min(sm_count, row_tiles) <= sized <= sm_count, shape  # one wave, no fewer than needed
+            if row_tiles < sized < sm_count:  # sized by the work: about MIN_TILES_PER_CTA units each
+                assert MIN_TILES_PER_CTA - 1 < units / sized <= MIN_TILES_PER_CTA, shape
+            if sized == sm_count:  # capped by the GPU: at least as much work as that each
+                assert units / sized > MIN_TILES_PER_CTA - 1, shape
 
 
 @pytest.mark.parametrize("forced", [1, 2, 5, 13, 64])

@@ -110,7 +110,7 @@ class CudaEmuBackend:
         library.ddk_verify_emu.restype = ctypes.c_int
         library.ddk_verify_emu.argtypes = (
             [ctypes.c_void_p] * BUFFERS
-            + [ctypes.c_int] * 7
+            + [ctypes.c_int] * 8
             + [
                 ctypes.c_float,
                 ctypes.c_int,
@@ -121,7 +121,7 @@ class CudaEmuBackend:
         library.ddk_verify_emu_traced.restype = ctypes.c_int
         library.ddk_verify_emu_traced.argtypes = (
             [ctypes.c_void_p] * BUFFERS
-            + [ctypes.c_int] * 7
+            + [ctypes.c_int] * 8
             + [ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int]
             + [ctypes.POINTER(ctypes.c_int64)]
             + [ctypes.POINTER(ctypes.c_uint64)] * 2
@@ -274,6 +274,7 @@ class CudaEmuBackend:
             plan.ctas,
             plan.whole_row_tiles,
             plan.row_groups,
+            plan.combine_halves,
             k.sm_scale,
         ]
         return launch, pointers, scalars

@@ -84,6 +84,7 @@ class CudaKernelBackend:
             launch.plan.ctas,
             launch.plan.whole_row_tiles,
             launch.plan.row_groups,
+            launch.plan.combine_halves,
         )
 
         def kernel_only() -> torch.Tensor:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ddbench.kernel.build import find_kernels_dir, find_nvcc, nvcc_available
-from ddbench.kernel.plan import MAX_SMEM_BYTES
+from ddbench.kernel.plan import COMBINE_SMEM_BYTES, MAX_SMEM_BYTES
 from ddbench.kernel.resources import (
     KernelResources,
     SassCensus,
@@ -28,7 +28,7 @@ ARCHS = ("sm_120", "sm_90")
 CUBIN_SOURCE = Path("verify") / "verify_cubin.cu"
 NVCC_FLAGS = ("-std=c++17", "-O3", "-cubin", "--resource-usage")
 # The launch's largest dynamic shared memory, per kernel (static shared memory comes from the ptxas report).
-DYNAMIC_SMEM = {"verify_attention_kernel": MAX_SMEM_BYTES, "combine_parts_kernel": 0}
+DYNAMIC_SMEM = {"verify_attention_kernel": MAX_SMEM_BYTES, "combine_parts_kernel": COMBINE_SMEM_BYTES}
 
 
 @dataclass

@@ -18,7 +18,19 @@ BLOCK_N = 32  # keys per tile
 STAGE_BYTES = BLOCK_N * (576 * 2 + 16)  # a tile of keys in shared memory, each row padded by 16 bytes
 SMEM_PER_GROUP_BYTES = 4 * GROUP_ROWS * BLOCK_N * 4 + GROUP_ROWS * 2 * 4  # partial S and mask words
 SMEM_FIXED_BYTES = 2 * STAGE_BYTES + 96  # two stages and the CTA's cursor
-COMBINE_THREADS = 128
+COMBINE_HALF = 128  # combine threads per half; a CTA of two halves merges every other part in each
+COMBINE_SMEM_BYTES = 5 * COMBINE_HALF * 4  # where the halves add up
+# CTAs rounded down to a multiple of the row tiles when that keeps this share of them, and they hold this
+# many key tiles each or more (fewer, and the tile a rounded range may gain costs more than the parts it
+# saves: bs1 q9 p4k, 4 tiles a CTA, modeled 8.2 -> 8.8 µs): each CTA's range is then one part of one row
+# tile, instead of straddling two (up to twice the parts, written and re-read; DeepSeek-V3 bs4 q65 p4k,
+# 188 -> 176 CTAs, 107.8 -> 103.2 µs).
+ALIGNED_SHARE = 0.9
+ALIGN_FROM_TILES = 6
+# Two combine halves once row tiles average this many parts or more: twice the bytes in flight for a
+# latency-bound combine of few rows (bs1 q9 p32k: 94 parts a row, modeled 5.2 -> 4.0 µs), while a combine
+# of many rows with few parts each fits fewer 256-thread CTAs per SM (bs16 q9 p4k: 6 parts, 5.2 -> 6.6).
+HALVES_FROM_PARTS = 16
 PART_QUARTERS = 4  # a part row's 512 fp16 columns: 4 quarters, each with its own power-of-two scale
 PART_ROW_BYTES = 512 * 2 + PART_QUARTERS * 4 + 4  # fp16 columns, the quarters' scales, the row's LSE
 CTAS_PER_SM = 1  # 91,488 or 99,808 B of shared memory per CTA: one fits in an SM's 100 KB
@@ -52,6 +64,7 @@ class LaunchPlan:
     whole_row_tiles: int  # > 0: CTA c is row tile c % whole_row_tiles of request c // whole_row_tiles, whole
     row_tiles: int  # per request at the longest q_len
     row_groups: int = MAX_ROW_GROUPS  # 2 or 3: 32 or 48 rows per CTA
+    combine_halves: int = 1  # 1 or 2: 128 or 256 combine threads per row
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -69,6 +82,10 @@ class LaunchPlan:
     @property
     def smem_bytes(self) -> int:
         return smem_bytes(self.row_groups)
+
+    @property
+    def combine_threads(self) -> int:
+        return COMBINE_HALF * self.combine_halves
 
     @property
     def combines(self) -> bool:
@@ -124,4 +141,8 @@ def plan_launch(
         return LaunchPlan(all_row_tiles, max(1, row_tiles), row_tiles, row_groups)
     if ctas is None:
         ctas = min(slots, max(all_row_tiles, -(-units // MIN_TILES_PER_CTA)))  # 0 for an empty batch
-    return LaunchPlan(ctas, 0, row_tiles, row_groups)  # a forced 0 is the launch's to refuse
+        aligned = ctas // max(1, all_row_tiles) * all_row_tiles
+        if aligned >= ALIGNED_SHARE * ctas and units >= ALIGN_FROM_TILES * ctas:
+            ctas = aligned  # every row tile in the same number of parts, one per CTA
+    halves = 2 if ctas >= HALVES_FROM_PARTS * all_row_tiles > 0 else 1
+    return LaunchPlan(ctas, 0, row_tiles, row_groups, halves)  # a forced 0 is the launch's to refuse

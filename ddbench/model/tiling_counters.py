@@ -14,7 +14,7 @@ from typing import Any
 
 from ddbench.kernel.plan import (
     BLOCK_N,
-    COMBINE_THREADS,
+    COMBINE_SMEM_BYTES,
     PART_ROW_BYTES,
     LaunchPlan,
     plan_launch,
@@ -163,9 +163,9 @@ def tiling_counters(shape: CaseShape, sm_count: int = 188) -> dict[str, Any]:
             {
                 "name": "combine_parts_kernel",
                 "grid": [combine_rows, 1, 1],
-                "threads_per_cta": COMBINE_THREADS,
+                "threads_per_cta": plan.combine_threads,
                 "ctas": combine_rows,
-                "dynamic_smem_bytes": 0,
+                "dynamic_smem_bytes": COMBINE_SMEM_BYTES,
                 "derived": "by hand from the kernel's tiling (not emulated)",
                 "totals": {
                     "global": {

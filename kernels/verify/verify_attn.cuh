@@ -89,6 +89,7 @@ struct VerifyParams {
   int num_ctas;                 // the verify grid
   int whole_row_tiles;          // > 0: CTA c = row tile c % whole_row_tiles of request c / whole_row_tiles, whole
   int row_groups;               // 2 or 3: 16 rows and 128 threads each (the launch's block is 128 * row_groups)
+  int combine_halves;           // 1 or 2: the combine's block is 128 * combine_halves threads
   float scale_log2;             // sm_scale * log2(e): scores live in the exp2 domain
 };
 
@@ -464,7 +465,7 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
     Range first;
     Cursor at;
     Request g;
-    first_range(p, ddk::block_idx_x(), first, at, g);
+    first_range(p, cta, first, at, g);
     ddk::st_shared(range, first);
     ddk::st_shared(cursor, at);
     ddk::st_shared(extent, Extent{g.q_base, g.q_len, g.key_base, g.keys});
@@ -498,11 +499,13 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
   }
 }
 
-// Combine the parts of split row tiles: one CTA of 128 threads per (token, head) row, 4 stored positions
-// (columns c, c+1, c+8, c+9 of one quarter, see part_column) per thread.
-// The parts are found from the same unit arithmetic as the verify kernel and merged in CTA order, so the
-// result does not depend on which CTA finished first.
-constexpr int kCombineThreads = 128;
+// Combine the parts of split row tiles: one CTA per (token, head) row, of 128 threads (4 stored positions
+// each: columns c, c+1, c+8, c+9 of one quarter, see part_column) or, where row tiles have many parts, of two
+// such halves, each merging every other part so that twice the bytes are in flight; the halves then add up
+// in shared memory, half 0's sum first. The parts are found from the same unit arithmetic as the verify
+// kernel and merged in CTA order, so the result does not depend on which CTA finished first.
+constexpr int kCombineHalf = 128;
+constexpr int kCombineSmemBytes = 5 * kCombineHalf * 4;  // half 1's four sums and weight per thread
 
 DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   const int row = ddk::block_idx_x();
@@ -538,9 +541,12 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   const float base = best == kNegInf ? 0.f : best;
   float weight_sum = 0.f;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  const int position = ddk::thread_idx_x() * 4, quarter = position / kColSlice;
+  const int t = ddk::thread_idx_x(), half = t / kCombineHalf;
+  const int position = t % kCombineHalf * 4, quarter = position / kColSlice;
+  int busy = 0;  // parts seen so far: half h merges those with busy % 2 == h
   for (int64_t c = first; c <= last; ++c) {
     if (sparse && range_start(c + 1, units, p.num_ctas) == range_start(c, units, p.num_ctas)) continue;
+    if (busy++ % p.combine_halves != half) continue;
     const int64_t part = (2 * c + (c == first && first_is_slot1 ? 1 : 0)) * block_m + m;
     const float w = ddk::fast_exp2(ddk::ld_global(p.ws_lse + part) - base);  // an empty part has lse -inf
     weight_sum += w;
@@ -552,11 +558,23 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
     acc[2] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.hi & 0xffffu));
     acc[3] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.hi >> 16));
   }
+  if (p.combine_halves == 2) {  // uniform over the CTA
+    float* other = reinterpret_cast<float*>(ddk::dynamic_smem());  // [5][kCombineHalf]: half 1's sums
+    const int lane_of_half = t % kCombineHalf;
+    if (half == 1) {
+      for (int e = 0; e < 4; ++e) ddk::st_shared(other + (e * kCombineHalf + lane_of_half), acc[e]);
+      ddk::st_shared(other + (4 * kCombineHalf + lane_of_half), weight_sum);
+    }
+    ddk::sync_block();
+    if (half == 1) return;
+    for (int e = 0; e < 4; ++e) acc[e] += ddk::ld_shared(other + (e * kCombineHalf + lane_of_half));
+    weight_sum += ddk::ld_shared(other + (4 * kCombineHalf + lane_of_half));
+  }
   const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
   uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + static_cast<int64_t>(row) * kDimV + part_column(position));
   ddk::st_global(dst + 0, ddk::pack_bf16x2(acc[0] * inv, acc[1] * inv));  // columns c, c + 1
   ddk::st_global(dst + 4, ddk::pack_bf16x2(acc[2] * inv, acc[3] * inv));  // columns c + 8, c + 9
-  if (p.lse != nullptr && ddk::thread_idx_x() == 0)
+  if (p.lse != nullptr && t == 0)
     ddk::st_global(p.lse + row, weight_sum > 0.f ? (base + log2f(weight_sum)) * kLn2 : kNegInf);
 }
 

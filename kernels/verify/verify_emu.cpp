@@ -13,7 +13,7 @@ ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, cons
                                      const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
                                      uint16_t* out, float* lse, uint16_t* ws_o, float* ws_lse, float* ws_scale,
                                      int total_rows, int heads, int mask_words_per_row, int batch, int num_ctas,
-                                     int whole_row_tiles, int row_groups, float sm_scale) {
+                                     int whole_row_tiles, int row_groups, int combine_halves, float sm_scale) {
   ddk_verify::VerifyParams p{};
   p.q = q;
   p.kv = kv;
@@ -33,6 +33,7 @@ ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, cons
   p.num_ctas = num_ctas;
   p.whole_row_tiles = whole_row_tiles;
   p.row_groups = row_groups;
+  p.combine_halves = combine_halves;
   p.scale_log2 = static_cast<float>(static_cast<double>(sm_scale) * 1.4426950408889634);
   return p;
 }
@@ -51,8 +52,8 @@ ddk::emu::Status launch_both(const ddk_verify::VerifyParams& p, ddk::emu::Launch
   if (status.ok() && p.whole_row_tiles == 0 && p.num_ctas > 1) {
     options.kernel_name = "combine";
     status = ddk::emu::launch_with(options, ddk_verify::combine_parts_kernel,
-                                   ddk::emu::Dim3(static_cast<unsigned>(p.total_rows)), ddk_verify::kCombineThreads,
-                                   0, p);
+                                   ddk::emu::Dim3(static_cast<unsigned>(p.total_rows)),
+                                   ddk_verify::kCombineHalf * p.combine_halves, ddk_verify::kCombineSmemBytes, p);
   }
   return status;
 }
@@ -69,11 +70,11 @@ extern "C" int ddk_verify_emu(const uint16_t* q, const uint16_t* kv, const int32
                               const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
                               uint16_t* out, float* lse, uint16_t* ws_o, float* ws_lse, float* ws_scale,
                               int total_rows, int heads, int mask_words_per_row, int batch, int num_ctas,
-                              int whole_row_tiles, int row_groups, float sm_scale, int workers, char* error,
-                              int error_len) {
+                              int whole_row_tiles, int row_groups, int combine_halves, float sm_scale, int workers,
+                              char* error, int error_len) {
   const ddk_verify::VerifyParams p =
       make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale, total_rows,
-                  heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups, sm_scale);
+                  heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups, combine_halves, sm_scale);
   if (total_rows == 0 || batch == 0) return 0;
   ddk::emu::LaunchOptions options;
   options.workers = workers;
@@ -89,8 +90,8 @@ extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, cons
                                      const int32_t* kv_offsets, const int32_t* q_offsets,
                                      const uint32_t* mask_words, uint16_t* out, float* lse, uint16_t* ws_o,
                                      float* ws_lse, float* ws_scale, int total_rows, int heads, int mask_words_per_row,
-                                     int batch, int num_ctas, int whole_row_tiles, int row_groups, float sm_scale,
-                                     int workers,
+                                     int batch, int num_ctas, int whole_row_tiles, int row_groups,
+                                     int combine_halves, float sm_scale, int workers,
                                      int flags, int late_wait_phases, const int64_t* buffer_bytes,
                                      const uint64_t* subset, const uint64_t* weights, int64_t n_subset,
                                      char** counters_json, char** sanitizer_json, char* error, int error_len) {
@@ -98,7 +99,7 @@ extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, cons
   *sanitizer_json = nullptr;
   const ddk_verify::VerifyParams p =
       make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale, total_rows,
-                  heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups, sm_scale);
+                  heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups, combine_halves, sm_scale);
   const void* bases[11] = {q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale};
   static const char* const names[11] = {"q",          "kv",  "kv_slots", "kv_offsets", "q_offsets", "mask_words",
                                         "out",        "lse", "ws_o",     "ws_lse",     "ws_scale"};

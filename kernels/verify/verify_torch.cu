@@ -39,7 +39,7 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
             const at::Tensor& q_offsets, const at::Tensor& mask_words, at::Tensor& out,
             const c10::optional<at::Tensor>& lse, at::Tensor& ws_o, at::Tensor& ws_lse, at::Tensor& ws_scale,
             double sm_scale,
-            int64_t num_ctas, int64_t whole_row_tiles, int64_t row_groups) {
+            int64_t num_ctas, int64_t whole_row_tiles, int64_t row_groups, int64_t combine_halves) {
   TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
   const at::Device device = q.device();
   check(q, "q", at::kBFloat16, device);
@@ -63,6 +63,7 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
   // Workspace slots are 2 * cta + 1 in 32-bit arithmetic.
   TORCH_CHECK(num_ctas >= 1 && num_ctas < (int64_t{1} << 30) && whole_row_tiles >= 0, "bad launch geometry");
   TORCH_CHECK(row_groups == 2 || row_groups == ddk_verify::kMaxGroups, "row_groups must be 2 or 3, not ", row_groups);
+  TORCH_CHECK(combine_halves == 1 || combine_halves == 2, "combine_halves must be 1 or 2, not ", combine_halves);
   const int64_t block_m = ddk_verify::kGroupRows * row_groups;
   check_aligned(q, "q", 16);
   check_aligned(kv, "kv", 16);
@@ -107,6 +108,7 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
   p.num_ctas = static_cast<int>(num_ctas);
   p.whole_row_tiles = static_cast<int>(whole_row_tiles);
   p.row_groups = static_cast<int>(row_groups);
+  p.combine_halves = static_cast<int>(combine_halves);
   p.scale_log2 = static_cast<float>(sm_scale * 1.4426950408889634);
 
   allow_shared_memory(device.index());
@@ -115,7 +117,8 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
                                         ddk_verify::smem_bytes(p.row_groups), stream>>>(p);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (combines) {
-    ddk_verify::combine_parts_kernel<<<p.total_rows, ddk_verify::kCombineThreads, 0, stream>>>(p);
+    ddk_verify::combine_parts_kernel<<<p.total_rows, ddk_verify::kCombineHalf * p.combine_halves,
+                                       ddk_verify::kCombineSmemBytes, stream>>>(p);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }
