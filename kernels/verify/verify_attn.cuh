@@ -189,7 +189,8 @@ DDK_DEVICE uint32_t fetch_mask_word(const VerifyParams& p, const Request& g, int
   const int t = ddk::thread_idx_x();
   const int r = row0 + t / 2, word = first_mask_word(g, tile) + t % 2;
   const int last_key = tile * kBlockN + kBlockN < g.keys ? tile * kBlockN + kBlockN - 1 : g.keys - 1;
-  const bool read = t < 2 * kGroupRows * p.row_groups && r < g.rows && last_key >= g.prefix && word <= (last_key - g.prefix) / 32;
+  const bool read = t < 2 * kGroupRows * p.row_groups && r < g.rows && last_key >= g.prefix &&
+                    word <= (last_key - g.prefix) / 32;
   return read ? ddk::ld_global(p.mask_words + (static_cast<int64_t>(g.q_base + r / p.heads) * p.mask_words_per_row +
                                                word))
               : 0u;
@@ -236,7 +237,8 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
                             int tile_end, const int* slot_word) {
   float* reduce = reinterpret_cast<float*>(smem + kStages * kStageBytes);
   const int block_m = kGroupRows * p.row_groups, threads = kGroupThreads * p.row_groups;
-  uint32_t* mask_words = reinterpret_cast<uint32_t*>(smem + (kStages * kStageBytes + p.row_groups * kReduceBytesPerGroup));
+  uint32_t* mask_words =
+      reinterpret_cast<uint32_t*>(smem + (kStages * kStageBytes + p.row_groups * kReduceBytesPerGroup));
   const int warp = ddk::warp_id(), lane = ddk::lane_id();
   const int group = warp / 4, quarter = warp % 4;
   const int lr = lane / 4, lc = lane % 4;  // PTX groupID and threadID_in_group
@@ -246,8 +248,8 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
   // global index are recomputed where used: 168 registers (65,536 / 384 threads) leave none to keep them.
   const int my_row = row0 + group * 16 + lr;
 
-  // Q (staged in stage 1 and the partial-S buffer) and the first KV tile (stage 0) are in flight together; each warp then keeps its
-  // 16 rows x 144 dims of Q in registers.
+  // Q (staged in stage 1 and the partial-S buffer) and the first KV tile (stage 0) are in flight together;
+  // each warp then keeps its 16 rows x 144 dims of Q in registers.
   for (int i = ddk::thread_idx_x(); i < block_m * kChunksPerRow; i += threads) {
     const int m = i / kChunksPerRow, chunk = i % kChunksPerRow;
     const int r = row0 + m;
@@ -331,7 +333,8 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
           float x = v[e] * p.scale_log2;
           const int key = tile * kBlockN + n * 8 + 2 * lc + e, j = key - g.prefix;  // j < 0: a prefix key
           const uint32_t word = (j >> 5) - first_word > 0 ? words[h][1] : words[h][0];
-          if (key >= g.keys || (j >= 0 && !((word >> (j & 31)) & 1u))) x = kNegInf;  // rows past the end see no drafts
+          // (rows past the end see no drafts: their mask words are 0)
+          if (key >= g.keys || (j >= 0 && !((word >> (j & 31)) & 1u))) x = kNegInf;
           s[n][2 * h + e] = x;
           tile_max[h] = x > tile_max[h] ? x : tile_max[h];
         }

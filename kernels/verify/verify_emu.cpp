@@ -43,9 +43,9 @@ ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, cons
 ddk::emu::Status launch_both(const ddk_verify::VerifyParams& p, ddk::emu::LaunchOptions options) {
   const ddk::emu::Dim3 grid(static_cast<unsigned>(p.num_ctas));
   options.kernel_name = "verify";
-  ddk::emu::Status status =
-      ddk::emu::launch_with(options, ddk_verify::verify_attention_kernel, grid, ddk_verify::kGroupThreads * p.row_groups,
-                            ddk_verify::smem_bytes(p.row_groups), p);
+  const unsigned threads = ddk_verify::kGroupThreads * p.row_groups;
+  ddk::emu::Status status = ddk::emu::launch_with(options, ddk_verify::verify_attention_kernel, grid, threads,
+                                                  ddk_verify::smem_bytes(p.row_groups), p);
   options.cta_subset = nullptr;
   options.cta_weights = nullptr;
   options.n_cta_subset = 0;
