@@ -467,10 +467,19 @@ def test_the_hardware_backend_is_unavailable_here_and_says_why():
     assert "CUDA" in available.detail
 
 
-def test_the_emulation_reports_a_bad_launch_instead_of_crashing():
+def test_the_emulation_reports_a_bad_launch_instead_of_crashing(monkeypatch):
     x = generate_inputs(make_case(prefix=21, tree={"kind": "ddtree", "budget": 8}))
     with pytest.raises(KernelEmulationError, match=r"invalid grid \(0,1,1\)"):
         emu_with(0).run(x)
+    real = launch_module.prepare_launch
+
+    def no_combine_threads(inputs, **kw):
+        launch = real(inputs, **kw)
+        return dataclasses.replace(launch, plan=dataclasses.replace(launch.plan, combine_halves=0))
+
+    monkeypatch.setattr(cuda_emu_module, "prepare_launch", no_combine_threads)
+    with pytest.raises(KernelEmulationError, match="combine_halves 1 or 2, not 2 and 0"):
+        emu_with(5).run(x)
 
 
 # ---------------------------------------------------------------- prepare, then launch

@@ -345,6 +345,11 @@ def test_verify_counters_grouped_and_over_workers(emu):
             {"ctas": 11},
         ),
         ({"batch_size": 2, "prefix": [5, 64], "tree": {"kind": "ddtree", "budget": 8}}, {}),
+        ({"prefix": 700, "tree": {"kind": "ddtree", "budget": 16}}, {"ctas": 7, "row_groups": 3}),
+        (
+            {"batch_size": 4, "prefix": [0, 33, 400, 90], "tree": {"kind": "chain", "length": 40}},
+            {"ctas": 11, "row_groups": 3},
+        ),
     ],
 )
 def test_the_verify_footprint_from_addresses_is_the_counted_one(fields, plan):
@@ -398,6 +403,11 @@ EXACT_WHEN_SAMPLED = ("barriers", "mma", "ldmatrix", "shuffles")
         # all-draft tiles whose mask words start at different draft columns (prefix 5 against 0): one word
         # read per row in some, two in others (found in review: grouped as one shape before)
         ({"batch_size": 2, "prefix": [5, 0], "tree": {"kind": "chain", "length": 63}}, {"ctas": 80}),
+        ({"prefix": 2000, "tree": {"kind": "ddtree", "budget": 8}}, {"row_groups": 3}),
+        (
+            {"batch_size": 3, "prefix": [0, 130, 700], "tree": {"kind": "ddtree", "budget": 32}},
+            {"row_groups": 3},
+        ),
     ],
 )
 def test_one_cta_per_shape_keeps_the_exact_counts(fields, plan):

@@ -16,7 +16,7 @@ from ddbench.errors import InputError
 from ddbench.inputs import generate_inputs
 from ddbench.kernel.build import REPO_ROOT
 from ddbench.kernel.sanitizer import parse_sanitizer_report
-from ddbench.suite import load_suite
+from ddbench.suite import load_suite, parse_suite
 
 N_IN = 256
 SUITES = REPO_ROOT / "suites"
@@ -144,7 +144,9 @@ def few_cases():
     return picked
 
 
-def test_the_verify_kernel_is_clean_on_suite_cases(emu):
+@pytest.mark.parametrize("row_groups", [None, 3])  # the plan's (32 rows on these), 48 rows
+def test_the_verify_kernel_is_clean_on_suite_cases(row_groups):
+    emu = CudaEmuBackend(workers=1, row_groups=row_groups)
     cases = few_cases()
     assert len(cases) == 7
     for case in cases:
@@ -156,6 +158,23 @@ def test_the_verify_kernel_is_clean_on_suite_cases(emu):
         assert traced.sanitizer.clean, f"{case.id}: {traced.sanitizer.summary()}"
         assert torch.equal(plain.view(torch.int16), traced.out.view(torch.int16)), case.id
         assert {c["kernel"] for c in traced.sanitizer.checked} >= {"verify"}
+        assert emu.marshaled_launch(x).plan.row_groups == (row_groups or 2), case.id
+
+
+@pytest.mark.parametrize(("ctas", "prefix"), [(40, 2000), (40, 100)])  # 4 key tiles at 100: idle CTAs
+def test_the_two_half_combine_is_clean(ctas, prefix):
+    """One row tile (4 tokens x 8 heads) in 40 parts: the combine runs two halves that meet in shared
+    memory; with 4 key tiles most CTAs' ranges are empty."""
+    entry = {"label": "halves", "model": "kimi-k2.6", "layout": {"tp": 8}, "prefix": prefix}
+    entry["tree"] = {"kind": "chain", "length": 4}
+    case = parse_suite({"name": "t", "cases": [entry]}, "t").cases[0]
+    x = generate_inputs(case)
+    emu = CudaEmuBackend(workers=1, ctas=ctas)
+    assert emu.marshaled_launch(x).plan.combine_halves == 2
+    lse = torch.empty(x.q_extend.shape[0], x.q_extend.shape[1])
+    traced = emu.run_traced(x, lse, counters=False, sanitize=True)
+    assert traced.sanitizer.clean, traced.sanitizer.summary()
+    assert {c["kernel"] for c in traced.sanitizer.checked} >= {"verify", "combine"}
 
 
 def test_memcheck_names_the_kv_pool_when_a_slot_points_past_it(emu, monkeypatch):

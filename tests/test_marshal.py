@@ -425,6 +425,12 @@ def test_48_rows_for_long_launches_only():
         plan_launch(1, 8, 9, 100, row_groups=4)
 
 
+def test_a_launch_past_32_bit_work_units_is_refused():
+    plan_launch(64, 128, 1025, 64 * (131072 + 1025))  # the documented range: 7.2e8 units
+    with pytest.raises(ValueError, match="more work units than 32 bits count"):
+        plan_launch(1, 128, 1025, 30_000_000)  # 2,734 row tiles x 937,500 key tiles
+
+
 @pytest.mark.parametrize(
     ("batch", "heads", "q_len", "prefix", "sm_count", "ctas", "whole"),
     [
@@ -461,15 +467,15 @@ def test_plan_bounds():
             assert plan.ctas == row_tiles, shape
             assert units <= MIN_TILES_PER_CTA * row_tiles or row_tiles >= WHOLE_WAVES * sm_count, shape
         else:
-            sized = min(sm_count, max(row_tiles, -(-units // MIN_TILES_PER_CTA)))
+            assert min(sm_count, row_tiles) <= plan.ctas <= sm_count, shape  # one wave, no fewer than needed
+            sized = min(sm_count, max(row_tiles, -(-units // MIN_TILES_PER_CTA)))  # before the rounding
             if plan.ctas != sized:  # rounded down to a multiple of the row tiles: one part per CTA
-                assert plan.ctas % row_tiles == 0 and plan.ctas >= ALIGNED_SHARE * sized, shape
+                assert plan.ctas % row_tiles == 0 and ALIGNED_SHARE * sized <= plan.ctas < sized, shape
                 assert units >= ALIGN_FROM_TILES * sized, shape
-            assert min(sm_count, row_tiles) <= sized <= sm_count, shape  # one wave, no fewer than needed
-            if row_tiles < sized < sm_count:  # sized by the work: about MIN_TILES_PER_CTA units each
-                assert MIN_TILES_PER_CTA - 1 < units / sized <= MIN_TILES_PER_CTA, shape
-            if sized == sm_count:  # capped by the GPU: at least as much work as that each
-                assert units / sized > MIN_TILES_PER_CTA - 1, shape
+            elif row_tiles < plan.ctas < sm_count:  # sized by the work: about MIN_TILES_PER_CTA units each
+                assert MIN_TILES_PER_CTA - 1 < units / plan.ctas <= MIN_TILES_PER_CTA, shape
+            elif plan.ctas == sm_count:  # capped by the GPU: at least as much work as that each
+                assert units / plan.ctas > MIN_TILES_PER_CTA - 1, shape
 
 
 @pytest.mark.parametrize("forced", [1, 2, 5, 13, 64])

@@ -9,12 +9,15 @@ from ddbench.model.gpus import GPUS, H200, RTX_5090, RTX_PRO_6000, gpu_spec
 from ddbench.model.occupancy import occupancy, registers_per_warp, tail_ctas, waves
 
 
-def test_the_verify_kernel_holds_one_cta_per_sm_on_sm_120():
-    occ = occupancy(RTX_PRO_6000, 256, 90_112, 167)
+@pytest.mark.parametrize(("threads", "smem"), [(256, 91_488), (384, 99_808)])  # 32 and 48 rows
+def test_the_verify_kernel_holds_one_cta_per_sm_on_sm_120(threads, smem):
+    occ = occupancy(RTX_PRO_6000, threads, smem, 168)
     assert occ.ctas_per_sm == 1
-    assert occ.by_smem == 1  # 90,112 + 1 KB reserved of 100 KB
-    assert occ.by_registers == 1  # 168 x 32 x 8 warps = 43,008 of 65,536
-    assert occ.by_warps == 6 and occ.by_blocks == 32
+    assert occ.by_smem == 1  # + 1 KB reserved, of 100 KB
+    assert occ.by_registers == 1  # 168 x 32 x 8 or 12 warps: 43,008 or 64,512 of 65,536
+    assert occ.by_warps == 48 // (threads // 32) and occ.by_blocks == 32
+    with pytest.raises(InputError, match="176 registers x 384 threads > 65536"):  # 8 more a thread
+        occupancy(RTX_PRO_6000, 384, smem, 176)
 
 
 def test_registers_are_allocated_per_warp_in_units_of_256():
@@ -24,7 +27,7 @@ def test_registers_are_allocated_per_warp_in_units_of_256():
 
 
 def test_the_h200_has_room_for_two_by_smem_but_registers_hold_it_to_one():
-    occ = occupancy(H200, 256, 90_112, 168)
+    occ = occupancy(H200, 256, 91_488, 168)
     assert (occ.by_smem, occ.by_registers, occ.ctas_per_sm, occ.limited_by) == (2, 1, 1, "registers")
 
 

@@ -22,9 +22,10 @@ COMBINE_HALF = 128  # combine threads per half; a CTA of two halves merges every
 COMBINE_SMEM_BYTES = 5 * COMBINE_HALF * 4  # where the halves add up
 # CTAs rounded down to a multiple of the row tiles when that keeps this share of them, and they hold this
 # many key tiles each or more (fewer, and the tile a rounded range may gain costs more than the parts it
-# saves: bs1 q9 p4k, 4 tiles a CTA, modeled 8.2 -> 8.8 µs): each CTA's range is then one part of one row
-# tile, instead of straddling two (up to twice the parts, written and re-read; DeepSeek-V3 bs4 q65 p4k,
-# 188 -> 176 CTAs, 107.8 -> 103.2 µs).
+# saves: bs1 q9 p4k, 4 tiles a CTA, modeled 8.2 -> 8.8 µs). In a batch of equal requests each CTA's range
+# is then one part of one row tile, instead of straddling two (up to twice the parts, written and re-read;
+# DeepSeek-V3 bs4 q65 p4k, 188 -> 176 CTAs, 107.8 -> 103.2 µs); a ragged batch (the plan sees shapes, not
+# lengths) only gives up that share of its CTAs.
 ALIGNED_SHARE = 0.9
 ALIGN_FROM_TILES = 6
 # Two combine halves once row tiles average this many parts or more: twice the bytes in flight for a
@@ -63,7 +64,7 @@ class LaunchPlan:
     ctas: int  # the verify grid (1-D)
     whole_row_tiles: int  # > 0: CTA c is row tile c % whole_row_tiles of request c // whole_row_tiles, whole
     row_tiles: int  # per request at the longest q_len
-    row_groups: int = MAX_ROW_GROUPS  # 2 or 3: 32 or 48 rows per CTA
+    row_groups: int  # 2 or 3: 32 or 48 rows per CTA
     combine_halves: int = 1  # 1 or 2: 128 or 256 combine threads per row
 
     @property
@@ -133,6 +134,8 @@ def plan_launch(
     row_tiles = row_tiles_of(rows, row_groups)
     all_row_tiles = batch_size * row_tiles
     units = estimated_units(row_tiles, total_keys)
+    if units >= 2**31:  # the kernel counts a request's units in 32 bits (this bounds them for any split)
+        raise ValueError(f"{row_tiles} row tiles x {total_keys} keys: more work units than 32 bits count")
     if whole_row_tiles is None:  # short row tiles, or enough of them for waves without parts to combine
         whole_row_tiles = ctas is None and (
             units <= all_row_tiles * MIN_TILES_PER_CTA or all_row_tiles >= WHOLE_WAVES * slots
@@ -143,6 +146,6 @@ def plan_launch(
         ctas = min(slots, max(all_row_tiles, -(-units // MIN_TILES_PER_CTA)))  # 0 for an empty batch
         aligned = ctas // max(1, all_row_tiles) * all_row_tiles
         if aligned >= ALIGNED_SHARE * ctas and units >= ALIGN_FROM_TILES * ctas:
-            ctas = aligned  # every row tile in the same number of parts, one per CTA
+            ctas = aligned  # equal requests: every row tile in the same number of parts, one per CTA
     halves = 2 if ctas >= HALVES_FROM_PARTS * all_row_tiles > 0 else 1
     return LaunchPlan(ctas, 0, row_tiles, row_groups, halves)  # a forced 0 is the launch's to refuse

@@ -1,9 +1,9 @@
 """Counters of the custom kernel derived by hand from its tiling (kernels/verify/verify_attn.cuh), for
 fixtures and as a cross-check of the emulation's counts (pure).
 
-This is arithmetic on the source, not a count: it assumes what the source says (48 x 32 tiles, two cp.async
-stages, balanced ranges of work units per CTA as `ddbench.kernel.work_split` walks them, a swizzled
-partial-S buffer: 64-bit accesses at 2 wavefronts) and estimates the instructions.
+This is arithmetic on the source, not a count: it assumes what the source says (32- or 48-row x 32-key
+tiles, two cp.async stages, balanced ranges of work units per CTA as `ddbench.kernel.work_split` walks
+them, a swizzled partial-S buffer: 64-bit accesses at 2 wavefronts) and estimates the instructions.
 `ddbench profile` never uses it in place of emulated counters.
 """
 
@@ -25,7 +25,8 @@ from ddbench.model.counters_input import SECTOR_BYTES
 from ddbench.model.floor import OUT_ROW_BYTES, Q_ROW_BYTES, CaseShape
 
 TILE_BYTES = BLOCK_N * KV_ROW_BYTES  # 36,864: one tile of keys
-CP_ASYNC_PER_TILE = TILE_BYTES // 16 // 32  # 72 warp-wide cp.async.16 per tile (4 wavefronts each)
+TILE_WAVEFRONTS = TILE_BYTES // 128  # 288: its cp.async writes, 16 bytes a lane, conflict-free
+CHUNKS_PER_ROW = KV_ROW_BYTES // 16  # 72
 # Per warp, per tile:
 MMA_S = 9 * 4  # 9 k-steps x 4 n8 tiles
 MMA_PV = 2 * 16  # 2 k-steps x 16 n8 tiles
@@ -49,13 +50,25 @@ def _phase(
     }
 
 
+def cp_async_per_tile(threads: int) -> int:
+    """Warp-wide cp.async.16 of one tile as load_tile issues them: thread t < 72n (n = threads / 72) copies
+    chunk t % 72 of keys t / 72, + n, ...; a warp issues as many as its busiest lane (75 at 256 threads, 77
+    at 384, against 72 for the bytes)."""
+    at_once = threads // CHUNKS_PER_ROW
+    active = at_once * CHUNKS_PER_ROW
+    return sum(
+        max(len(range(t // CHUNKS_PER_ROW, BLOCK_N, at_once)) for t in range(w, min(w + 32, active)))
+        for w in range(0, active, 32)
+    )
+
+
 def _segment_phases(plan: LaunchPlan, tiles: int, rows: int, whole: bool) -> list[dict[str, int]]:
     warps = plan.threads // 32
-    cp_async_q = plan.block_m * Q_ROW_BYTES // 16 // 32
+    q_wavefronts = plan.block_m * Q_ROW_BYTES // 128
     out_bytes = rows * (OUT_ROW_BYTES if whole else PART_ROW_BYTES)
     phases = [
         _phase(
-            wavefronts=4 * (cp_async_q + CP_ASYNC_PER_TILE),
+            wavefronts=q_wavefronts + TILE_WAVEFRONTS,
             global_bytes=rows * Q_ROW_BYTES + TILE_BYTES,
             instructions=warps * 60,
         ),
@@ -65,7 +78,7 @@ def _segment_phases(plan: LaunchPlan, tiles: int, rows: int, whole: bool) -> lis
         prefetch = TILE_BYTES if tile + 1 < tiles else 0
         phases += [
             _phase(
-                wavefronts=4 * CP_ASYNC_PER_TILE if prefetch else 0,
+                wavefronts=TILE_WAVEFRONTS if prefetch else 0,
                 global_bytes=prefetch,
                 instructions=warps * 30,
             ),
@@ -92,14 +105,15 @@ def _shared_totals(plan: LaunchPlan, segments: list[tuple[int, int]]) -> dict[st
     count = sum(n for n, _ in segments)
     instructions = {
         # every tile and Q through cp.async
-        "cp_async_16": CP_ASYNC_PER_TILE * tiles + plan.block_m * Q_ROW_BYTES // 16 // 32 * count,
+        "cp_async_16": cp_async_per_tile(plan.threads) * tiles
+        + plan.block_m * Q_ROW_BYTES // 16 // 32 * count,
         "ldmatrix_x4": warps * (LDMATRIX_Q * count + LDMATRIX_S * tiles),
         "ldmatrix_x4_trans": warps * LDMATRIX_PV * tiles,
         "st64": warps * PARTIAL_STORES * tiles,
         "ld64": warps * REDUCE_LOADS * tiles,
     }
     wavefronts = {
-        "cp_async_16": 4 * instructions["cp_async_16"],
+        "cp_async_16": TILE_WAVEFRONTS * tiles + plan.block_m * Q_ROW_BYTES // 128 * count,
         "ldmatrix_x4": 4 * instructions["ldmatrix_x4"],
         "ldmatrix_x4_trans": 4 * instructions["ldmatrix_x4_trans"],
         "st64": REDUCE_64 * instructions["st64"],
@@ -130,7 +144,10 @@ def tiling_counters(shape: CaseShape, sm_count: int = 188) -> dict[str, Any]:
         ] += 1
     shapes, sectors, pairs, parts = [], 0, [], 0
     for cta, count in sorted(per_cta.items(), reverse=True):
-        phases = [ph for tiles, rows, whole in cta for ph in _segment_phases(plan, tiles, rows, whole)]
+        # thread 0 finds the range from the offsets (two passes over the batch unless whole), then a barrier
+        start = 16 if plan.whole_row_tiles else 32 * shape.batch_size + 16
+        phases = [_phase(global_bytes=start, instructions=10 * shape.batch_size)]
+        phases += [ph for tiles, rows, whole in cta for ph in _segment_phases(plan, tiles, rows, whole)]
         moved = sum(p["global_bytes"] for p in phases)
         shapes.append({"count": count, "example_cta": [0, 0, 0], "phases": phases, "global_bytes": moved})
         sectors += count * moved // SECTOR_BYTES

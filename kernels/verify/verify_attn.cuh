@@ -11,7 +11,7 @@
 // row tile. With `whole_row_tiles`, CTA c is row tile c whole (short prefixes: nothing to combine). Only keys
 // at or after the prefix read the tree mask (bit words per draft row over the draft columns).
 //
-// 12 warps: warp w works on row group g = w / 4 (16 rows) and quarter c = w % 4. For S = Q K^T, the quarter is
+// 8 or 12 warps: warp w works on row group g = w / 4 (16 rows) and quarter c = w % 4. For S = Q K^T, the quarter is
 // a 144-wide slice of the 576 dims (Q fragments stay in registers); the four partial S tiles of a row group
 // meet in shared memory. For O += P V, the quarter is a 128-wide slice of the 512 output columns.
 // A CTA holds 2 or 3 row groups (32 or 48 rows, 256 or 384 threads: `row_groups`, chosen by the host). 48 rows
@@ -101,7 +101,8 @@ DDK_HOST_DEVICE int smem_offset(int row, int chunk) { return row * kSmemRowBytes
 // A CTA's range of units and where it stands in it, kept in shared memory between segments rather than in
 // registers: the tile loop needs all 168 (65,536 / 384 threads). Thread 0 writes the next segment's cursor
 // into one copy while every thread reads this segment's from the other; the segment's barriers order them.
-// Thread 0 finds the first segment's from the offsets (first_range); no segment then loads its request.
+// Thread 0 finds the first segment's from the offsets (first_range); a later segment loads a request's offsets
+// only when it crosses into the next request.
 struct alignas(16) Cursor {
   int64_t request_base;  // the first unit of `request`, counted over the batch
   int32_t unit;          // counted from request_base
@@ -506,7 +507,8 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
 // each: columns c, c+1, c+8, c+9 of one quarter, see part_column) or, where row tiles have many parts, of two
 // such halves, each merging every other part so that twice the bytes are in flight; the halves then add up
 // in shared memory, half 0's sum first. The parts are found from the same unit arithmetic as the verify
-// kernel and merged in CTA order, so the result does not depend on which CTA finished first.
+// kernel and merged in CTA order (by two halves: the even and the odd parts, then their sums), so the result
+// does not depend on which CTA finished first.
 constexpr int kCombineHalf = 128;
 constexpr int kCombineSmemBytes = 5 * kCombineHalf * 4;  // half 1's four sums and weight per thread
 

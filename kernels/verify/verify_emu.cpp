@@ -41,6 +41,10 @@ ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, cons
 // The verify launch, then the combine launch unless every CTA is a whole row tile.
 // A CTA subset (options.cta_subset) applies to the verify launch only; the combine always runs whole.
 ddk::emu::Status launch_both(const ddk_verify::VerifyParams& p, ddk::emu::LaunchOptions options) {
+  const bool groups_ok = p.row_groups == 2 || p.row_groups == ddk_verify::kMaxGroups;
+  if (!groups_ok || (p.combine_halves != 1 && p.combine_halves != 2))
+    return {ddk::emu::kInvalidLaunch, "row_groups must be 2 or 3 and combine_halves 1 or 2, not " +
+                                          std::to_string(p.row_groups) + " and " + std::to_string(p.combine_halves)};
   const ddk::emu::Dim3 grid(static_cast<unsigned>(p.num_ctas));
   options.kernel_name = "verify";
   const unsigned threads = ddk_verify::kGroupThreads * p.row_groups;
