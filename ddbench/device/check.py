@@ -41,7 +41,8 @@ PARITY_SUITES = (
     ("suites/kernel-parity.json", None),
     ("suites/k26-verify.json", "gpu and full and tp8 and bs4 and (p4096 or p32768)"),
 )
-SANITIZER_CASES = ("suites/kernel-parity.json", "q1 and p500", "ragged and ddtree")
+# a 32-row launch, a ragged batch, and a 48-row launch whose combine runs in two halves (16k keys)
+SANITIZER_CASES = ("suites/kernel-parity.json", "q1 and p500", "ragged and ddtree", "long and p16384")
 LATENCY_CASES = (
     ("suites/k26-tp8-parity.json", ""),
     ("suites/k26-verify.json", "full and tp8 and bs1 and p4096 and ddtree-b16"),
