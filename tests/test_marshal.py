@@ -420,6 +420,7 @@ def test_48_rows_for_long_launches_only():
     assert plan_launch(1, 8, 9, 4096 + 9).row_groups == 2  # 387 units on 188 SMs: more, smaller CTAs
     assert plan_launch(1, 8, 9, 32768 + 9).row_groups == 3  # 3,075 units: each KV tile serves 48 rows
     assert plan_launch(1, 8, 65, 4096 + 65).row_groups == 3
+    assert plan_launch(1, 8, 8, 32768 + 8).row_groups == 2  # 64 rows: 2 tiles either way, 96 rows at 48
     assert plan_launch(16, 16, 65, 16 * 193).row_groups == 2  # 528 whole 32-row tiles: 2.8 waves, no parts
     with pytest.raises(ValueError, match="row_groups must be 2 or 3"):
         plan_launch(1, 8, 9, 100, row_groups=4)

@@ -47,7 +47,9 @@ WHOLE_WAVES = 2
 # 48-row CTAs once a launch has at least this many 32-row work units per CTA slot: each KV tile then serves
 # 48 rows, so the L2 traffic of many row tiles falls by a third, while a short launch is better served by
 # more, smaller CTAs (modeled on suites/model-report.json: bs1 q9 p4k, 2 units per slot, 8.6 µs at 32 rows
-# and 10.3 at 48; q65 p4k, 12 per slot, 26.1 and 23.2).
+# and 10.3 at 48; q65 p4k, 12 per slot, 26.1 and 23.2). Only where 48-row tiles pad no more rows than
+# 32-row ones: 64 rows (EAGLE-8 on 8 heads) are 2 tiles either way, 50 % more work at 48 (modeled on the
+# H200, shared-memory bound: bs1 p32k 26.6 -> 33.3 µs); 72 rows are 3 tiles of 32 or 2 of 48.
 WIDE_UNITS_PER_SLOT = 8
 
 
@@ -127,8 +129,9 @@ def plan_launch(
     rows = max_q_len * heads
     if row_groups is None:  # 48 rows for a long launch, unless 32-row tiles fill waves without parts
         narrow = row_tiles_of(rows, 2)
-        wide = estimated_units(narrow, total_keys) >= WIDE_UNITS_PER_SLOT * slots
-        row_groups = 3 if wide and batch_size * narrow < WHOLE_WAVES * slots else 2
+        long_launch = estimated_units(narrow, total_keys) >= WIDE_UNITS_PER_SLOT * slots
+        no_more_padding = 48 * row_tiles_of(rows, 3) <= 32 * narrow
+        row_groups = 3 if long_launch and no_more_padding and batch_size * narrow < WHOLE_WAVES * slots else 2
     elif row_groups not in (2, MAX_ROW_GROUPS):
         raise ValueError(f"row_groups must be 2 or {MAX_ROW_GROUPS}, not {row_groups}")
     row_tiles = row_tiles_of(rows, row_groups)
