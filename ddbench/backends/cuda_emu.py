@@ -141,16 +141,15 @@ class CudaEmuBackend:
             return Availability.no(str(err))
         return Availability.yes("kernels/verify/verify_attn.cuh under the ddk CPU emulation")
 
+    @property
+    def plan_options(self) -> dict[str, int | bool | None]:
+        """What this backend forces of the plan (None: the plan's own choice)."""
+        return {"ctas": self.ctas, "whole_row_tiles": self.whole_row_tiles, "row_groups": self.row_groups}
+
     def marshaled_launch(self, inputs: VerifyInputs) -> PreparedLaunch:
         """Marshaling and plan; the seam `ddbench selftest`'s mutants use to inject marshaling mistakes."""
         sm_count = DEFAULT_SM_COUNT if self.sm_count is None else self.sm_count
-        return prepare_launch(
-            inputs,
-            sm_count=sm_count,
-            ctas=self.ctas,
-            whole_row_tiles=self.whole_row_tiles,
-            row_groups=self.row_groups,
-        )
+        return prepare_launch(inputs, sm_count=sm_count, **self.plan_options)
 
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         """Marshal and plan once; the launch is the emulated kernel call alone."""

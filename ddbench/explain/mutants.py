@@ -83,8 +83,7 @@ class EmuMutant(CudaEmuBackend):
         k = marshal(inputs)
         if self.kernel_edit is not None:
             k = self.kernel_edit(inputs, k)
-        plan_options = {"whole_row_tiles": self.whole_row_tiles, "row_groups": self.row_groups}
-        return launch_for(k, inputs.o_extend, ctas=self.ctas, **plan_options)
+        return launch_for(k, inputs.o_extend, **self.plan_options)
 
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         launch, edit = super().prepare(inputs, lse), self.output_edit
