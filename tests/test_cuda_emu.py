@@ -546,6 +546,7 @@ def test_the_hardware_backends_launch_is_the_extension_call_alone(monkeypatch):
 
     class Properties:
         multi_processor_count = 188
+        name = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
 
     def properties(device):
         counted["properties"] += 1

@@ -25,8 +25,12 @@ from ddbench.kernel.plan import (
     ALIGN_FROM_TILES,
     ALIGNED_SHARE,
     BLOCK_N,
+    DEFAULT_DRAM_PACE,
+    DRAM_PACE_BY_DEVICE,
     MIN_TILES_PER_CTA,
+    PACE_MARGIN,
     WHOLE_WAVES,
+    dram_pace_of,
     plan_launch,
 )
 from ddbench.suite import Case, parse_suite
@@ -479,6 +483,52 @@ def test_plan_bounds():
                 assert units / plan.ctas > MIN_TILES_PER_CTA - 1, shape
 
 
+def test_the_dram_pace_of_each_gpu_follows_from_its_datasheet():
+    """KV tiles DRAM delivers while one SM's mma.sync multiplies a 16-row group with one tile."""
+    from ddbench.model.gpus import GPUS
+
+    for gpu in GPUS.values():
+        group_tile_s = 16 * 32 * (576 + 512) * 2 / gpu.mma_flop_per_clk_per_sm / (gpu.clock_ghz * 1e9)
+        tile_s = 32 * (576 * 2) / (gpu.dram_gbs * 1e9)
+        assert dram_pace_of(gpu.name) == pytest.approx(group_tile_s / tile_s, abs=0.01), gpu.key
+    assert len(DRAM_PACE_BY_DEVICE) == len(GPUS)
+    assert dram_pace_of("NVIDIA RTX PRO 6000 Blackwell Workstation Edition") == DEFAULT_DRAM_PACE
+    assert dram_pace_of("NVIDIA H200") == dram_pace_of(GPUS["h200"].name)
+    assert dram_pace_of("NVIDIA A100-SXM4-80GB") is None  # not listed: planned on every SM
+
+
+@pytest.mark.parametrize(
+    ("batch", "prefix", "sm_count", "pace", "ctas"),
+    [
+        (16, 4096, 188, None, 188),  # 32 row tiles of 48 rows on every SM
+        (16, 4096, 188, 20.21, 128),  # 2 x 3 x 20.21 x 1.15 = 140, rounded down to 4 CTAs a row tile
+        (1, 32768, 188, None, 188),
+        (1, 32768, 188, 20.21, 140),  # 2 row tiles, 70 parts each instead of 94
+        (16, 4096, 132, None, 128),  # the H200: 4 CTAs to each of the 32 row tiles (the aligned rounding)
+        (16, 4096, 132, 38.71, 128),  # the same with its pace: it needs all its SMs to keep up with DRAM
+        (1, 4096, 188, 20.21, 97),  # fewer CTAs than that already (about 4 tiles each)
+    ],
+)
+def test_no_more_ctas_than_keep_pace_with_dram(batch, prefix, sm_count, pace, ctas):
+    plan = plan_launch(batch, 8, 9, batch * (prefix + 9), sm_count, dram_pace=pace)
+    assert plan.ctas == ctas and plan.combines
+
+
+def test_the_pace_never_takes_a_plan_below_its_row_tiles_or_above_its_plan_without():
+    for batch, heads, q_len, prefix in itertools.product(
+        (1, 4, 16, 64), (8, 16, 128), (1, 9, 65), (700, 32768)
+    ):
+        keys = batch * (prefix + q_len)
+        free = plan_launch(batch, heads, q_len, keys)
+        paced = plan_launch(batch, heads, q_len, keys, dram_pace=DEFAULT_DRAM_PACE)
+        shape = (batch, heads, q_len, prefix)
+        assert paced.ctas <= free.ctas and paced.row_groups == free.row_groups, shape
+        if paced.ctas < free.ctas:
+            target = paced.row_tiles * paced.row_groups * DEFAULT_DRAM_PACE * PACE_MARGIN
+            assert batch * paced.row_tiles <= paced.ctas <= max(batch * paced.row_tiles, target + 1), shape
+            assert paced.ctas >= min(free.ctas, ALIGNED_SHARE * target), shape
+
+
 @pytest.mark.parametrize("forced", [1, 2, 5, 13, 64])
 def test_forced_cta_count_is_used_as_given(forced):
     plan = plan_launch(1, 8, 9, total_keys=30, ctas=forced)  # one tile: the plan would run 3 whole row tiles
@@ -504,5 +554,7 @@ def test_prepare_launch_workspace_only_when_row_tiles_are_split():
     assert five.ws_scale.shape == (10, m, 4) and five.ws_scale.dtype == torch.float32
     auto = prepare_launch(x)
     keys = sum(x.prefix_lens) + sum(x.q_lens)
-    assert auto.plan == plan_launch(x.batch_size, x.num_heads, x.max_len_extend, keys)
+    assert auto.plan == plan_launch(
+        x.batch_size, x.num_heads, x.max_len_extend, keys, dram_pace=DEFAULT_DRAM_PACE
+    )
     assert isinstance(auto.kernel, KernelInputs)

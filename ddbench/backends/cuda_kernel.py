@@ -14,6 +14,7 @@ from ddbench.backends.protocol import Availability, Capabilities, Launch
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.build import nvcc_available
 from ddbench.kernel.launch import prepare_launch
+from ddbench.kernel.plan import dram_pace_of
 
 
 class CudaKernelBackend:
@@ -58,10 +59,11 @@ class CudaKernelBackend:
 
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         extension = self._load()
-        sm_count = torch.cuda.get_device_properties(inputs.device).multi_processor_count
+        device = torch.cuda.get_device_properties(inputs.device)
         launch = prepare_launch(
             inputs,
-            sm_count=sm_count,
+            sm_count=device.multi_processor_count,
+            dram_pace=dram_pace_of(device.name),
             ctas=self.ctas,
             whole_row_tiles=self.whole_row_tiles,
             row_groups=self.row_groups,

@@ -11,7 +11,7 @@ import torch
 
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.marshal import KernelInputs, marshal
-from ddbench.kernel.plan import DEFAULT_SM_COUNT, PART_QUARTERS, LaunchPlan, plan_launch
+from ddbench.kernel.plan import DEFAULT_DRAM_PACE, DEFAULT_SM_COUNT, PART_QUARTERS, LaunchPlan, plan_launch
 from ddbench.suite.presets import HEAD_DIM_V
 
 
@@ -35,8 +35,11 @@ def prepare_launch(
     ctas: int | None = None,
     whole_row_tiles: bool | None = None,
     row_groups: int | None = None,
+    dram_pace: float | None = DEFAULT_DRAM_PACE,
 ) -> PreparedLaunch:
-    return launch_for(marshal(inputs), inputs.o_extend, sm_count, ctas, whole_row_tiles, row_groups)
+    """`sm_count` and `dram_pace` are the GPU's the launch is planned for (by default an RTX PRO 6000's)."""
+    k = marshal(inputs)
+    return launch_for(k, inputs.o_extend, sm_count, ctas, whole_row_tiles, row_groups, dram_pace)
 
 
 def launch_for(
@@ -46,10 +49,19 @@ def launch_for(
     ctas: int | None = None,
     whole_row_tiles: bool | None = None,
     row_groups: int | None = None,
+    dram_pace: float | None = DEFAULT_DRAM_PACE,
 ) -> PreparedLaunch:
     """The plan and workspace for already-marshaled inputs (the self-test's mutants marshal their own)."""
     plan = plan_launch(
-        k.batch_size, k.heads, k.max_q_len, k.kv_slots.numel(), sm_count, ctas, whole_row_tiles, row_groups
+        k.batch_size,
+        k.heads,
+        k.max_q_len,
+        k.kv_slots.numel(),
+        sm_count,
+        ctas,
+        whole_row_tiles,
+        row_groups,
+        dram_pace,
     )
     ws_o = ws_lse = ws_scale = None
     if plan.combines:

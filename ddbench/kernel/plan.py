@@ -9,6 +9,7 @@ combine.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 GROUP_ROWS = 16  # (token, head) rows per row group: the mma M
@@ -51,6 +52,17 @@ WHOLE_WAVES = 2
 # 32-row ones: 64 rows (EAGLE-8 on 8 heads) are 2 tiles either way, 50 % more work at 48 (modeled on the
 # H200, shared-memory bound: bs1 p32k 26.6 -> 33.3 µs); 72 rows are 3 tiles of 32 or 2 of 48.
 WIDE_UNITS_PER_SLOT = 8
+# A GPU's DRAM pace: the KV tiles its DRAM delivers while one SM's mma.sync pipe multiplies one 16-row group
+# with one tile (QK^T and PV, 16 x 32 x 1,088 MACs), from the datasheets in ddbench/model/gpus.py (a test
+# derives them there). A launch needs no more CTAs than keep pace with DRAM: each request's KV tiles are
+# multiplied once per row tile, so row_tiles x row_groups x pace CTAs (times PACE_MARGIN for what is not
+# mma) consume them as fast as DRAM brings them; more CTAs only add parts to write and combine. Only where
+# that is fewer than the SMs does it change the plan: the RTX PRO 6000's 1,024 FLOP/clk per SM outpace its
+# 1.8 TB/s (modeled on suites/model-report.json: bs16 q9 p4k 188 -> 128 CTAs, 54.8 -> 51.5 µs; bs1 q9 p32k
+# 188 -> 140, 31.1 -> 29.1); the RTX 5090 (half the mma rate) and the H200 (4.8 TB/s) need all their SMs.
+DRAM_PACE_BY_DEVICE = (("rtx pro 6000", 20.21), ("rtx 5090", 43.95), ("h200", 38.71))
+DEFAULT_DRAM_PACE = DRAM_PACE_BY_DEVICE[0][1]  # the emulation plans as if on an RTX PRO 6000
+PACE_MARGIN = 1.15
 
 
 def smem_bytes(row_groups: int) -> int:
@@ -59,6 +71,12 @@ def smem_bytes(row_groups: int) -> int:
 
 
 MAX_SMEM_BYTES = smem_bytes(MAX_ROW_GROUPS)  # the attribute the launch sets: 99,808
+
+
+def dram_pace_of(device_name: str) -> float | None:
+    """The DRAM pace of a GPU by the name it gives itself, or None (plan on every SM) for one not listed."""
+    lowered = device_name.lower()
+    return next((pace for needle, pace in DRAM_PACE_BY_DEVICE if needle in lowered), None)
 
 
 @dataclass(frozen=True)
@@ -119,8 +137,10 @@ def plan_launch(
     ctas: int | None = None,
     whole_row_tiles: bool | None = None,
     row_groups: int | None = None,
+    dram_pace: float | None = None,
 ) -> LaunchPlan:
-    """One wave of CTAs, about MIN_TILES_PER_CTA key tiles or more each, never fewer CTAs than row tiles.
+    """One wave of CTAs, about MIN_TILES_PER_CTA key tiles or more each, never fewer CTAs than row tiles,
+    and no more than keep pace with DRAM where `dram_pace` (the GPU's, see DRAM_PACE_BY_DEVICE) is given.
 
     `ctas` forces the number of CTAs (balanced ranges, with a combine); `whole_row_tiles` forces (True) or
     forbids (False) one CTA per whole row tile; `row_groups` forces 32 (2) or 48 (3) rows per CTA.
@@ -147,6 +167,8 @@ def plan_launch(
         return LaunchPlan(all_row_tiles, max(1, row_tiles), row_tiles, row_groups)
     if ctas is None:
         ctas = min(slots, max(all_row_tiles, -(-units // MIN_TILES_PER_CTA)))  # 0 for an empty batch
+        if dram_pace is not None:
+            ctas = min(ctas, max(all_row_tiles, math.ceil(row_tiles * row_groups * dram_pace * PACE_MARGIN)))
         aligned = ctas // max(1, all_row_tiles) * all_row_tiles
         if aligned >= ALIGNED_SHARE * ctas and units >= ALIGN_FROM_TILES * ctas:
             ctas = aligned  # equal requests: every row tile in the same number of parts, one per CTA

@@ -15,6 +15,8 @@ from typing import Any
 from ddbench.kernel.plan import (
     BLOCK_N,
     COMBINE_SMEM_BYTES,
+    DEFAULT_DRAM_PACE,
+    DEFAULT_SM_COUNT,
     PART_ROW_BYTES,
     LaunchPlan,
     plan_launch,
@@ -122,9 +124,14 @@ def _shared_totals(plan: LaunchPlan, segments: list[tuple[int, int]]) -> dict[st
     return {"instructions": instructions, "wavefronts": wavefronts, "bank_conflicts": 0}
 
 
-def tiling_counters(shape: CaseShape, sm_count: int = 188) -> dict[str, Any]:
-    """The counters document of one call (verify kernel, then the combine of split row tiles), by hand."""
-    plan = plan_launch(shape.batch_size, shape.heads, shape.q_len, sum(shape.keys), sm_count=sm_count)
+def tiling_counters(
+    shape: CaseShape, sm_count: int = DEFAULT_SM_COUNT, dram_pace: float | None = DEFAULT_DRAM_PACE
+) -> dict[str, Any]:
+    """The counters document of one call (verify kernel, then the combine of split row tiles), by hand, for a
+    launch planned as on an RTX PRO 6000 unless told another GPU's SM count and DRAM pace."""
+    plan = plan_launch(
+        shape.batch_size, shape.heads, shape.q_len, sum(shape.keys), sm_count=sm_count, dram_pace=dram_pace
+    )
     kv_offsets, q_offsets = [0], [0]
     for k, q in zip(shape.keys, shape.q_lens, strict=True):
         kv_offsets.append(kv_offsets[-1] + k)

@@ -1,17 +1,20 @@
 """A model of SGLang's Triton extend-attention kernel, a kernel the project does not emulate (pure).
 
 Its counters are *derived* from its grid and traffic, not counted: `extend_attention_fwd` launches
-(bs, heads, ceil(max q_len / BLOCK_M)) programs with no split-KV, and every program streams its request's
-whole prefix and then the draft keys, BLOCK_N keys at a time: the K tile (576 dims, 1152 B per key), then the
-V tile (512 dims, 1024 B per key). With num_stages = 1 nothing is prefetched, so each tile is four phases in
-a row: load K (a memory round trip), S = QK^T, load V, O += PV. BLOCK_M rows are padded: a q_len of 9 fills 9
-of 32. The derived document goes through the same `model_kernel` as the emulated counters.
+(bs, heads, ceil(max q_len / BLOCK_M)) programs with no split-KV. Each program reads its request's offsets,
+then runs two loops, BLOCK_N keys at a time: over the prefix (the tile's pool slots from `kv_indices`, then
+the K tile at those slots, 576 dims, 1152 B per key, then the V tile, 512 dims, 1024 B per key), and over
+the draft keys (the tile's custom-mask bytes, which decide whether the tile is skipped, then K, then V).
+With num_stages = 1 nothing is prefetched, so every load waits for the one its address or its branch
+depends on: five phases per tile (load slots or mask, load K, S = QK^T, load V, O += PV). BLOCK_M rows are
+padded: a q_len of 9 fills 9 of 32. The derived document goes through the same `model_kernel` as the
+emulated counters.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any
 
 from ddbench.mla import HEAD_DIM_QK, HEAD_DIM_V
@@ -24,6 +27,9 @@ TRITON_KERNEL = "sglang_extend_attention_fwd"
 NUM_WARPS = 8  # SGLang: 8 warps when the head dimension exceeds 64
 K_TILE_BYTES_PER_KEY = HEAD_DIM_QK * 2
 V_TILE_BYTES_PER_KEY = HEAD_DIM_V * 2
+SLOT_BYTES = 8  # kv_indices are int64
+MASK_BYTES = 1  # one bool per (draft token, key)
+OFFSETS_BYTES = 2 * 4 + 2 * 4 + 2 * 8  # qo_indptr, kv_indptr (int32) and mask_indptr (int64) pairs
 SMEM_READS_PER_TILE_BYTE = 2  # each operand byte is read by two warps of the 2 x 4 warp grid (estimate)
 WAVEFRONT_BYTES = 128
 INSTRUCTIONS_PER_MMA = 3  # an mma, its operand moves and the softmax around it (estimate)
@@ -49,34 +55,58 @@ def triton_grid(shape: CaseShape, blocks: TritonBlocks) -> tuple[int, int, int]:
     return (shape.batch_size, shape.heads, -(-shape.q_len // blocks.block_m))
 
 
-def _tile_phases(blocks: TritonBlocks) -> list[dict[str, int]]:
-    def compute(width: int) -> dict[str, int]:
-        mma = 2 * blocks.block_m * blocks.block_n * width // FLOP_PER_MMA_M16N8K16
-        tile = blocks.block_n * width * 2
-        wavefronts = tile * (1 + SMEM_READS_PER_TILE_BYTE) // WAVEFRONT_BYTES
-        return {
-            "mma": mma,
-            "shared_wavefronts": wavefronts,
-            "global_bytes": 0,
-            "shuffles": 0,
-            "warp_instructions": INSTRUCTIONS_PER_MMA * mma,
-        }
+def _compute(blocks: TritonBlocks, width: int) -> dict[str, int]:
+    mma = 2 * blocks.block_m * blocks.block_n * width // FLOP_PER_MMA_M16N8K16
+    tile = blocks.block_n * width * 2
+    wavefronts = tile * (1 + SMEM_READS_PER_TILE_BYTE) // WAVEFRONT_BYTES
+    return {
+        "mma": mma,
+        "shared_wavefronts": wavefronts,
+        "global_bytes": 0,
+        "shuffles": 0,
+        "warp_instructions": INSTRUCTIONS_PER_MMA * mma,
+    }
 
-    def load(nbytes: int) -> dict[str, int]:
-        return {
-            "mma": 0,
-            "shared_wavefronts": 0,
-            "global_bytes": nbytes,
-            "shuffles": 0,
-            "warp_instructions": nbytes // (16 * 32),
-        }
 
+def _load(nbytes: int) -> dict[str, int]:
+    return {
+        "mma": 0,
+        "shared_wavefronts": 0,
+        "global_bytes": nbytes,
+        "shuffles": 0,
+        "warp_instructions": max(1, nbytes // (16 * 32)),
+    }
+
+
+def _tile_phases(blocks: TritonBlocks, first_load: int) -> list[dict[str, int]]:
+    """One tile: the load its K load waits for (slots or mask bytes), then K, S, V, PV."""
     return [
-        load(blocks.block_n * K_TILE_BYTES_PER_KEY),
-        compute(HEAD_DIM_QK),
-        load(blocks.block_n * V_TILE_BYTES_PER_KEY),
-        compute(HEAD_DIM_V),
+        _load(first_load),
+        _load(blocks.block_n * K_TILE_BYTES_PER_KEY),
+        _compute(blocks, HEAD_DIM_QK),
+        _load(blocks.block_n * V_TILE_BYTES_PER_KEY),
+        _compute(blocks, HEAD_DIM_V),
     ]
+
+
+@dataclass(frozen=True)
+class _Program:
+    """A working program's loops: its request's prefix tiles and draft tiles, and its rows."""
+
+    prefix_tiles: int
+    draft_tiles: int
+    rows: int  # of its head in its row block
+
+    def phases(self, blocks: TritonBlocks) -> list[dict[str, int]]:
+        prefix = _tile_phases(blocks, blocks.block_n * SLOT_BYTES)
+        draft = _tile_phases(blocks, self.rows * blocks.block_n * MASK_BYTES)
+        return [_load(OFFSETS_BYTES)] + prefix * self.prefix_tiles + draft * self.draft_tiles
+
+    def global_bytes(self, blocks: TritonBlocks) -> int:
+        per_key = K_TILE_BYTES_PER_KEY + V_TILE_BYTES_PER_KEY
+        streamed = (self.prefix_tiles + self.draft_tiles) * blocks.block_n * per_key
+        side = self.prefix_tiles * blocks.block_n * SLOT_BYTES + self.draft_tiles * self.rows * blocks.block_n
+        return OFFSETS_BYTES + streamed + side + self.rows * (Q_ROW_BYTES + OUT_ROW_BYTES)
 
 
 def triton_counters(shape: CaseShape, blocks: TritonBlocks) -> dict[str, Any]:
@@ -84,30 +114,25 @@ def triton_counters(shape: CaseShape, blocks: TritonBlocks) -> dict[str, Any]:
     grid = triton_grid(shape, blocks)
     # Per request: programs over its own q_len do its work; the rest of the grid's row blocks (a shorter
     # request of a ragged batch) return at once.
-    working: Counter[tuple[int, int]] = Counter()  # (key tiles, the request's q_len) -> programs
+    working: Counter[_Program] = Counter()
     idle = 0
-    for keys, q_len in zip(shape.keys, shape.q_lens, strict=True):
+    for prefix, q_len in zip(shape.prefix_lens, shape.q_lens, strict=True):
         blocks_m = -(-q_len // blocks.block_m)
-        working[-(-keys // blocks.block_n), q_len] += grid[1] * blocks_m
+        for m in range(blocks_m):
+            rows = min(blocks.block_m, q_len - m * blocks.block_m)
+            working[_Program(-(-prefix // blocks.block_n), -(-q_len // blocks.block_n), rows)] += grid[1]
         idle += grid[1] * (grid[2] - blocks_m)
-    tile = _tile_phases(blocks)
-    per_key = K_TILE_BYTES_PER_KEY + V_TILE_BYTES_PER_KEY
     shapes, sectors = [], 0
-    for (tiles, q_len), programs in sorted(working.items()):
-        streamed = tiles * blocks.block_n * per_key
-        rows_bytes = q_len * (Q_ROW_BYTES + OUT_ROW_BYTES)  # per program: its head's rows, in and out
-        shapes.append(
-            {
-                "count": programs,
-                "example_cta": [0, 0, 0],
-                "phases": tile * tiles,
-                "global_bytes": streamed + rows_bytes,
-            }
-        )
-        sectors += programs * (streamed + rows_bytes) // SECTOR_BYTES
+    for program, count in sorted(working.items(), key=lambda item: astuple(item[0])):
+        nbytes = program.global_bytes(blocks)
+        phases = program.phases(blocks)
+        shapes.append({"count": count, "example_cta": [0, 0, 0], "phases": phases, "global_bytes": nbytes})
+        sectors += count * nbytes // SECTOR_BYTES
     if idle:
         shapes.append({"count": idle, "example_cta": [0, 0, 0], "phases": [], "global_bytes": 0})
-    unique = (shape.kv_bytes + shape.q_and_out_bytes) // SECTOR_BYTES
+    # DRAM: the KV, Q and the output once, and the slots and draft-mask bytes the loops read once.
+    side = sum(shape.prefix_lens) * SLOT_BYTES + sum(q * q for q in shape.q_lens) * MASK_BYTES
+    unique = (shape.kv_bytes + shape.q_and_out_bytes + side) // SECTOR_BYTES
     ctas = grid[0] * grid[1] * grid[2]
     return {
         "name": TRITON_KERNEL,
