@@ -150,6 +150,58 @@ DDK_DEVICE int64_t total_units(const VerifyParams& p) {
   return units;
 }
 
+// A warp's sum of one value per lane (a butterfly: every lane ends with the sum).
+DDK_DEVICE int warp_sum(int v) {
+  for (int k = 16; k > 0; k /= 2) v += ddk::shfl_xor(v, k);
+  return v;
+}
+
+DDK_DEVICE int64_t warp_sum(int64_t v) {
+  for (int k = 16; k > 0; k /= 2) {
+    const uint32_t lo = static_cast<uint32_t>(ddk::shfl_xor(static_cast<int>(static_cast<uint32_t>(v)), k));
+    const uint32_t hi = static_cast<uint32_t>(ddk::shfl_xor(static_cast<int>(v >> 32), k));
+    v += static_cast<int64_t>((static_cast<uint64_t>(hi) << 32) | lo);
+  }
+  return v;
+}
+
+// Where a (token, head) row's work is: the batch's units, the first unit of the row's tile, that tile's key
+// tiles and the row's place in it (unit0 < 0: the token is past the batch). Each warp reads the requests 32
+// at a time, lane r request r (coalesced loads, no barrier), and sums over its lanes: the units of every
+// request, those of the requests before the token's, and the one lane's own that holds the token.
+struct RowPlace {
+  int64_t units, unit0;
+  int tiles, m;
+};
+
+DDK_DEVICE RowPlace place_row(const VerifyParams& p, int token, int head) {
+  const int block_m = kGroupRows * p.row_groups;
+  int64_t units = 0, before = 0;
+  int tiles = 0, local1 = 0;  // from the lane that holds the token: its key tiles, its row + 1 (0: none yet)
+  for (int first = 0; first < p.batch; first += 32) {
+    const int r = first + static_cast<int>(ddk::lane_id());
+    int64_t mine = 0, mine_before = 0;
+    int mine_tiles = 0, mine_local1 = 0;
+    if (r < p.batch) {
+      const Request g = request_at(p, r);
+      mine = static_cast<int64_t>(g.row_tiles) * g.tiles;
+      if (token >= g.q_base + g.q_len) {
+        mine_before = mine;
+      } else if (token >= g.q_base) {
+        mine_tiles = g.tiles;
+        mine_local1 = (token - g.q_base) * p.heads + head + 1;
+      }
+    }
+    units += warp_sum(mine);
+    before += warp_sum(mine_before);
+    tiles += warp_sum(mine_tiles);
+    local1 += warp_sum(mine_local1);
+  }
+  if (local1 == 0) return RowPlace{units, -1, 0, 0};
+  const int local = local1 - 1;
+  return RowPlace{units, before + static_cast<int64_t>(local / block_m) * tiles, tiles, local % block_m};
+}
+
 // First unit of CTA c's range: the units are cut into num_ctas ranges as equal as integers allow.
 DDK_HOST_DEVICE int64_t range_start(int64_t c, int64_t units, int64_t ctas) { return c * units / ctas; }
 
@@ -515,19 +567,10 @@ constexpr int kCombineSmemBytes = 5 * kCombineHalf * 4;  // half 1's four sums a
 DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   const int row = ddk::block_idx_x();
   if (row >= p.total_rows || p.whole_row_tiles > 0) return;
-  const int token = row / p.heads, head = row % p.heads, block_m = kGroupRows * p.row_groups;
-  int64_t units = 0, unit0 = -1;
-  int tiles = 0, m = 0;
-  for (int r = 0; r < p.batch; ++r) {
-    const Request g = request_at(p, r);
-    if (unit0 < 0 && token < g.q_base + g.q_len) {
-      const int local = (token - g.q_base) * p.heads + head;
-      unit0 = units + static_cast<int64_t>(local / block_m) * g.tiles;
-      tiles = g.tiles;
-      m = local % block_m;
-    }
-    units += static_cast<int64_t>(g.row_tiles) * g.tiles;
-  }
+  const int block_m = kGroupRows * p.row_groups;
+  const RowPlace at = place_row(p, row / p.heads, row % p.heads);
+  const int64_t units = at.units, unit0 = at.unit0;
+  const int tiles = at.tiles, m = at.m;
   if (unit0 < 0 || tiles == 0) return;
   const int64_t first = cta_of_unit(unit0, units, p.num_ctas);
   const int64_t last = cta_of_unit(unit0 + tiles - 1, units, p.num_ctas);
