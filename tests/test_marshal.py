@@ -29,6 +29,7 @@ from ddbench.kernel.plan import (
     DRAM_PACE_BY_DEVICE,
     MIN_TILES_PER_CTA,
     PACE_MARGIN,
+    WHOLE_EXTRA_TILES,
     WHOLE_WAVES,
     dram_pace_of,
     plan_launch,
@@ -447,6 +448,8 @@ def test_a_launch_past_32_bit_work_units_is_refused():
         (64, 8, 9, 1000, 188, 188, False),  # 128 48-row tiles: balanced ranges use every SM
         (16, 16, 65, 128, 188, 528, True),  # 528 row tiles, 2.8 waves: whole beats parts
         (1, 128, 1, 100, 188, 4, True),  # 4 row tiles of 4 key tiles
+        (4, 16, 64, 128, 188, 128, True),  # 128 row tiles of 6 tiles: 188 ranges would save 1.9 tiles a CTA
+        (16, 8, 64, 128, 188, 256, True),  # two waves of 256 row tiles (12 tiles): ranges would save 3.8
         (1, 8, 9, 4096, 16, 16, False),  # a small GPU
     ],
 )
@@ -468,10 +471,19 @@ def test_plan_bounds():
         row_tiles = batch * plan.row_tiles
         units = plan.row_tiles * -(-keys // BLOCK_N)
         shape = (batch, heads, q_len, prefix)
+        split = plan_launch(batch, heads, q_len, keys, sm_count, whole_row_tiles=False)
+        # the key tiles per CTA that balanced ranges would save over whole row tiles in their waves
+        saved = -(-row_tiles // sm_count) * units / row_tiles - units / split.ctas if units else 0
+        whole_wins = (
+            units <= MIN_TILES_PER_CTA * row_tiles
+            or saved <= WHOLE_EXTRA_TILES
+            or row_tiles >= WHOLE_WAVES * sm_count
+        )
+        assert bool(plan.whole_row_tiles) == whole_wins, shape
         if plan.whole_row_tiles:
             assert plan.ctas == row_tiles, shape
-            assert units <= MIN_TILES_PER_CTA * row_tiles or row_tiles >= WHOLE_WAVES * sm_count, shape
         else:
+            assert plan == split, shape
             assert min(sm_count, row_tiles) <= plan.ctas <= sm_count, shape  # one wave, no fewer than needed
             sized = min(sm_count, max(row_tiles, -(-units // MIN_TILES_PER_CTA)))  # before the rounding
             if plan.ctas != sized:  # rounded down to a multiple of the row tiles: one part per CTA
@@ -484,12 +496,23 @@ def test_plan_bounds():
 
 
 def test_the_dram_pace_of_each_gpu_follows_from_its_datasheet():
-    """KV tiles DRAM delivers while one SM's mma.sync multiplies a 16-row group with one tile."""
+    """KV tiles DRAM delivers while one SM multiplies a 16-row group with one tile: S, then PV, each phase as
+    long as the busier of the tensor pipe and shared memory (the counts the tiling model mirrors)."""
+    from ddbench.model import tiling_counters as tc
     from ddbench.model.gpus import GPUS
 
+    warps = 4  # a row group
+    phases = (
+        (warps * tc.MMA_S, warps * (4 * tc.LDMATRIX_S + tc.REDUCE_64 * tc.PARTIAL_STORES)),
+        (warps * tc.MMA_PV, warps * (tc.REDUCE_64 * tc.REDUCE_LOADS + 4 * tc.LDMATRIX_PV)),
+    )
+    assert phases == ((144, 352), (128, 512))
     for gpu in GPUS.values():
-        group_tile_s = 16 * 32 * (576 + 512) * 2 / gpu.mma_flop_per_clk_per_sm / (gpu.clock_ghz * 1e9)
-        tile_s = 32 * (576 * 2) / (gpu.dram_gbs * 1e9)
+        cycles = sum(
+            max(mma / gpu.mma_per_clk, wavefronts / gpu.smem_wavefronts_per_clk) for mma, wavefronts in phases
+        )
+        group_tile_s = cycles / (gpu.clock_ghz * 1e9)
+        tile_s = tc.TILE_BYTES / (gpu.dram_gbs * 1e9)
         assert dram_pace_of(gpu.name) == pytest.approx(group_tile_s / tile_s, abs=0.01), gpu.key
     assert len(DRAM_PACE_BY_DEVICE) == len(GPUS)
     assert dram_pace_of("NVIDIA RTX PRO 6000 Blackwell Workstation Edition") == DEFAULT_DRAM_PACE
@@ -505,7 +528,7 @@ def test_the_dram_pace_of_each_gpu_follows_from_its_datasheet():
         (1, 32768, 188, None, 188),
         (1, 32768, 188, 20.21, 140),  # 2 row tiles, 70 parts each instead of 94
         (16, 4096, 132, None, 128),  # the H200: 4 CTAs to each of the 32 row tiles (the aligned rounding)
-        (16, 4096, 132, 38.71, 128),  # the same with its pace: it needs all its SMs to keep up with DRAM
+        (16, 4096, 132, 61.47, 128),  # the same with its pace: it needs all its SMs to keep up with DRAM
         (1, 4096, 188, 20.21, 97),  # fewer CTAs than that already (about 4 tiles each)
     ],
 )

@@ -2,9 +2,9 @@
 
 Mirrors the constants and the work split of kernels/verify/verify_attn.cuh; tests check they agree with the
 source. The kernel cuts the batch's work units ((request, row tile, key tile) triples) into `ctas` equal
-ranges itself, from the offsets on the device; the host only picks how many CTAs (one wave: shared memory
-lets one CTA per SM), how many rows a CTA holds, and whether short row tiles go one per CTA with nothing to
-combine.
+ranges itself, from the offsets on the device; the host only picks how many CTAs (one wave at most: shared
+memory lets one CTA per SM; and no more than keep pace with the GPU's DRAM), how many rows a CTA holds, and
+whether short row tiles go one per CTA with nothing to combine.
 """
 
 from __future__ import annotations
@@ -45,6 +45,13 @@ MIN_TILES_PER_CTA = 4
 # With at least this many waves of whole row tiles, the tail costs less than splitting them into parts (the
 # k26-verify bs16 q_len 64 cases at prefix 128 were modeled 1.6x slower split).
 WHOLE_WAVES = 2
+# Whole row tiles, one per CTA, when balanced ranges would save each CTA at most this many key tiles (whole
+# row tiles take their waves times a row tile's tiles; ranges, units / CTAs): the parts the ranges write and
+# the combine that reads them back cost more. Swept (4, 6, 8) on the 64 RTX PRO 6000 cases of
+# `suites/k26-verify.json -k "gpu and p128 and full"`: 1,109 µs in all before the rule, 788 at 4, 776 at 6
+# and 8, and none left with cuda/triton >= 1 at 6 (bs4 h16 q64: 188 split CTAs, 22.5 µs; 128 whole, 11.2;
+# bs16 h8 q61: 256 whole row tiles in two waves, 30.8 -> 18.5); suites/model-report.json is the same at all.
+WHOLE_EXTRA_TILES = 6
 # 48-row CTAs once a launch has at least this many 32-row work units per CTA slot: each KV tile then serves
 # 48 rows, so the L2 traffic of many row tiles falls by a third, while a short launch is better served by
 # more, smaller CTAs (modeled on suites/model-report.json: bs1 q9 p4k, 2 units per slot, 8.6 µs at 32 rows
@@ -52,15 +59,17 @@ WHOLE_WAVES = 2
 # 32-row ones: 64 rows (EAGLE-8 on 8 heads) are 2 tiles either way, 50 % more work at 48 (modeled on the
 # H200, shared-memory bound: bs1 p32k 26.6 -> 33.3 µs); 72 rows are 3 tiles of 32 or 2 of 48.
 WIDE_UNITS_PER_SLOT = 8
-# A GPU's DRAM pace: the KV tiles its DRAM delivers while one SM's mma.sync pipe multiplies one 16-row group
-# with one tile (QK^T and PV, 16 x 32 x 1,088 MACs), from the datasheets in ddbench/model/gpus.py (a test
-# derives them there). A launch needs no more CTAs than keep pace with DRAM: each request's KV tiles are
-# multiplied once per row tile, so row_tiles x row_groups x pace CTAs (times PACE_MARGIN for what is not
-# mma) consume them as fast as DRAM brings them; more CTAs only add parts to write and combine. Only where
-# that is fewer than the SMs does it change the plan: the RTX PRO 6000's 1,024 FLOP/clk per SM outpace its
-# 1.8 TB/s (modeled on suites/model-report.json: bs16 q9 p4k 188 -> 128 CTAs, 54.8 -> 51.5 µs; bs1 q9 p32k
-# 188 -> 140, 31.1 -> 29.1); the RTX 5090 (half the mma rate) and the H200 (4.8 TB/s) need all their SMs.
-DRAM_PACE_BY_DEVICE = (("rtx pro 6000", 20.21), ("rtx 5090", 43.95), ("h200", 38.71))
+# A GPU's DRAM pace: the KV tiles its DRAM delivers while one SM multiplies one 16-row group with one tile
+# (S = QK^T, then PV: 144 and 128 mma.sync, 352 and 512 shared-memory wavefronts, each phase as long as the
+# busier of its tensor pipe and shared memory), from the datasheets in ddbench/model/gpus.py (a test derives
+# them there from the counts of ddbench/model/tiling_counters.py). A launch needs no more CTAs than keep
+# pace with DRAM: each request's KV tiles are multiplied once per row tile, so row_tiles x row_groups x pace
+# CTAs (times PACE_MARGIN for the rest of a tile's work) consume them as fast as DRAM brings them; more CTAs
+# only add parts to write and combine. Only where that is fewer than the SMs does it change the plan: the
+# RTX PRO 6000's 1,024 FLOP/clk per SM outpace its 1.8 TB/s (modeled on suites/model-report.json: bs16 q9
+# p4k 188 -> 128 CTAs, 54.8 -> 51.5 µs; bs1 q9 p32k 188 -> 140, 31.1 -> 29.1); the RTX 5090 (half the mma
+# rate) and the H200 (4.8 TB/s; shared memory binds its SMs) need all their SMs.
+DRAM_PACE_BY_DEVICE = (("rtx pro 6000", 20.21), ("rtx 5090", 43.95), ("h200", 61.47))
 DEFAULT_DRAM_PACE = DRAM_PACE_BY_DEVICE[0][1]  # the emulation plans as if on an RTX PRO 6000
 PACE_MARGIN = 1.15
 
@@ -139,8 +148,9 @@ def plan_launch(
     row_groups: int | None = None,
     dram_pace: float | None = None,
 ) -> LaunchPlan:
-    """One wave of CTAs, about MIN_TILES_PER_CTA key tiles or more each, never fewer CTAs than row tiles,
-    and no more than keep pace with DRAM where `dram_pace` (the GPU's, see DRAM_PACE_BY_DEVICE) is given.
+    """Whole row tiles, one per CTA, where balanced ranges would save little (WHOLE_EXTRA_TILES); else one
+    wave of CTAs, about MIN_TILES_PER_CTA key tiles or more each, never fewer CTAs than row tiles, and no
+    more than keep pace with DRAM where `dram_pace` (the GPU's, see DRAM_PACE_BY_DEVICE) is given.
 
     `ctas` forces the number of CTAs (balanced ranges, with a combine); `whole_row_tiles` forces (True) or
     forbids (False) one CTA per whole row tile; `row_groups` forces 32 (2) or 48 (3) rows per CTA.
@@ -159,18 +169,32 @@ def plan_launch(
     units = estimated_units(row_tiles, total_keys)
     if units >= 2**31:  # the kernel counts a request's units in 32 bits (this bounds them for any split)
         raise ValueError(f"{row_tiles} row tiles x {total_keys} keys: more work units than 32 bits count")
-    if whole_row_tiles is None:  # short row tiles, or enough of them for waves without parts to combine
+    split = (
+        ctas
+        if ctas is not None
+        else _split_ctas(units, all_row_tiles, row_tiles, row_groups, slots, dram_pace)
+    )
+    if whole_row_tiles is None:  # short row tiles, little saved by splitting, or waves without parts
         whole_row_tiles = ctas is None and (
-            units <= all_row_tiles * MIN_TILES_PER_CTA or all_row_tiles >= WHOLE_WAVES * slots
+            units <= all_row_tiles * MIN_TILES_PER_CTA
+            or -(-all_row_tiles // slots) * units / all_row_tiles - units / split <= WHOLE_EXTRA_TILES
+            or all_row_tiles >= WHOLE_WAVES * slots
         )
     if whole_row_tiles:
         return LaunchPlan(all_row_tiles, max(1, row_tiles), row_tiles, row_groups)
-    if ctas is None:
-        ctas = min(slots, max(all_row_tiles, -(-units // MIN_TILES_PER_CTA)))  # 0 for an empty batch
-        if dram_pace is not None:
-            ctas = min(ctas, max(all_row_tiles, math.ceil(row_tiles * row_groups * dram_pace * PACE_MARGIN)))
-        aligned = ctas // max(1, all_row_tiles) * all_row_tiles
-        if aligned >= ALIGNED_SHARE * ctas and units >= ALIGN_FROM_TILES * ctas:
-            ctas = aligned  # equal requests: every row tile in the same number of parts, one per CTA
-    halves = 2 if ctas >= HALVES_FROM_PARTS * all_row_tiles > 0 else 1
-    return LaunchPlan(ctas, 0, row_tiles, row_groups, halves)  # a forced 0 is the launch's to refuse
+    halves = 2 if split >= HALVES_FROM_PARTS * all_row_tiles > 0 else 1
+    return LaunchPlan(split, 0, row_tiles, row_groups, halves)  # a forced 0 is the launch's to refuse
+
+
+def _split_ctas(
+    units: int, all_row_tiles: int, row_tiles: int, row_groups: int, slots: int, dram_pace: float | None
+) -> int:
+    """CTAs for balanced ranges: about MIN_TILES_PER_CTA units each, one wave, no more than keep pace with
+    DRAM, rounded down to a multiple of the row tiles where that keeps ALIGNED_SHARE of them."""
+    ctas = min(slots, max(all_row_tiles, -(-units // MIN_TILES_PER_CTA)))  # 0 for an empty batch
+    if dram_pace is not None:
+        ctas = min(ctas, max(all_row_tiles, math.ceil(row_tiles * row_groups * dram_pace * PACE_MARGIN)))
+    aligned = ctas // max(1, all_row_tiles) * all_row_tiles
+    if aligned >= ALIGNED_SHARE * ctas and units >= ALIGN_FROM_TILES * ctas:
+        return aligned  # equal requests: every row tile in the same number of parts, one per CTA
+    return ctas

@@ -105,8 +105,9 @@ class _Program:
     def global_bytes(self, blocks: TritonBlocks) -> int:
         per_key = K_TILE_BYTES_PER_KEY + V_TILE_BYTES_PER_KEY
         streamed = (self.prefix_tiles + self.draft_tiles) * blocks.block_n * per_key
-        side = self.prefix_tiles * blocks.block_n * SLOT_BYTES + self.draft_tiles * self.rows * blocks.block_n
-        return OFFSETS_BYTES + streamed + side + self.rows * (Q_ROW_BYTES + OUT_ROW_BYTES)
+        slots = self.prefix_tiles * blocks.block_n * SLOT_BYTES
+        mask = self.draft_tiles * self.rows * blocks.block_n * MASK_BYTES
+        return OFFSETS_BYTES + streamed + slots + mask + self.rows * (Q_ROW_BYTES + OUT_ROW_BYTES)
 
 
 def triton_counters(shape: CaseShape, blocks: TritonBlocks) -> dict[str, Any]:
