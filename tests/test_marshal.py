@@ -29,7 +29,7 @@ from ddbench.kernel.plan import (
     DRAM_PACE_BY_DEVICE,
     MIN_TILES_PER_CTA,
     PACE_MARGIN,
-    WHOLE_EXTRA_TILES,
+    WHOLE_FIXED_TILES,
     WHOLE_WAVES,
     dram_pace_of,
     plan_launch,
@@ -449,7 +449,6 @@ def test_a_launch_past_32_bit_work_units_is_refused():
         (16, 16, 65, 128, 188, 528, True),  # 528 row tiles, 2.8 waves: whole beats parts
         (1, 128, 1, 100, 188, 4, True),  # 4 row tiles of 4 key tiles
         (4, 16, 64, 128, 188, 128, True),  # 128 row tiles of 6 tiles: 188 ranges would save 1.9 tiles a CTA
-        (16, 8, 64, 128, 188, 256, True),  # two waves of 256 row tiles (12 tiles): ranges would save 3.8
         (1, 8, 9, 4096, 16, 16, False),  # a small GPU
     ],
 )
@@ -472,11 +471,12 @@ def test_plan_bounds():
         units = plan.row_tiles * -(-keys // BLOCK_N)
         shape = (batch, heads, q_len, prefix)
         split = plan_launch(batch, heads, q_len, keys, sm_count, whole_row_tiles=False)
-        # the key tiles per CTA that balanced ranges would save over whole row tiles in their waves
+        # the key tiles per CTA that balanced ranges would save over whole row tiles in their waves, against
+        # the combine's fixed cost (no DRAM pace given: the parts are not counted)
         saved = -(-row_tiles // sm_count) * units / row_tiles - units / split.ctas if units else 0
         whole_wins = (
             units <= MIN_TILES_PER_CTA * row_tiles
-            or saved <= WHOLE_EXTRA_TILES
+            or saved <= WHOLE_FIXED_TILES
             or row_tiles >= WHOLE_WAVES * sm_count
         )
         assert bool(plan.whole_row_tiles) == whole_wins, shape
@@ -535,6 +535,22 @@ def test_the_dram_pace_of_each_gpu_follows_from_its_datasheet():
 def test_no_more_ctas_than_keep_pace_with_dram(batch, prefix, sm_count, pace, ctas):
     plan = plan_launch(batch, 8, 9, batch * (prefix + 9), sm_count, dram_pace=pace)
     assert plan.ctas == ctas and plan.combines
+
+
+@pytest.mark.parametrize(
+    ("batch", "heads", "q_len", "prefix", "pace", "ctas", "whole"),
+    [
+        (4, 16, 64, 128, 20.21, 128, True),  # 1.9 tiles a CTA, less than 188 parts over the DRAM cost
+        (16, 8, 64, 128, 20.21, 256, True),  # two waves of 256 row tiles (12 tiles): ranges would save 3.8
+        (1, 8, 17, 257, 20.21, 12, False),  # 5 row tiles of 9: 12 ranges save 5.2, their 12 parts cost less
+        (4, 16, 65, 4096, 20.21, 176, False),  # 88 row tiles of 130: half of each saved
+    ],
+)
+def test_whole_row_tiles_where_splitting_saves_less_than_it_costs(
+    batch, heads, q_len, prefix, pace, ctas, whole
+):
+    plan = plan_launch(batch, heads, q_len, batch * (prefix + q_len), dram_pace=pace)
+    assert (plan.ctas, plan.whole_row_tiles > 0) == (ctas, whole)
 
 
 def test_the_pace_never_takes_a_plan_below_its_row_tiles_or_above_its_plan_without():

@@ -45,13 +45,17 @@ MIN_TILES_PER_CTA = 4
 # With at least this many waves of whole row tiles, the tail costs less than splitting them into parts (the
 # k26-verify bs16 q_len 64 cases at prefix 128 were modeled 1.6x slower split).
 WHOLE_WAVES = 2
-# Whole row tiles, one per CTA, when balanced ranges would save each CTA at most this many key tiles (whole
-# row tiles take their waves times a row tile's tiles; ranges, units / CTAs): the parts the ranges write and
-# the combine that reads them back cost more. Swept (4, 6, 8) on the 64 RTX PRO 6000 cases of
-# `suites/k26-verify.json -k "gpu and p128 and full"`: 1,109 µs in all before the rule, 788 at 4, 776 at 6
-# and 8, and none left with cuda/triton >= 1 at 6 (bs4 h16 q64: 188 split CTAs, 22.5 µs; 128 whole, 11.2;
-# bs16 h8 q61: 256 whole row tiles in two waves, 30.8 -> 18.5); suites/model-report.json is the same at all.
-WHOLE_EXTRA_TILES = 6
+# Whole row tiles, one per CTA, when the key tiles balanced ranges would save each CTA (whole row tiles
+# take their waves times a row tile's tiles; ranges, units / CTAs) are no more than what the split costs, in
+# the same tiles: WHOLE_FIXED_TILES for the combine's launch and round trips, and every CTA's part, written
+# and read back (PART_PASSES), over DRAM at the GPU's pace. Swept on the RTX PRO 6000 (fixed 1, 2, 3 with
+# 1 pass, 2 with 0 and 2; stream launches): kernel-parity 307.6 µs in all before the rule, 294.6 at 2 and 2
+# passes (or 3 and 1), 297.9 without the parts; the 40 bs4 and bs16 cases of `suites/k26-verify.json -k
+# "gpu and p128 and full"` the same at every setting, none left at cuda/triton >= 1 (bs4 h16 q64: 188 split
+# CTAs, 22.5 µs; 128 whole, 11.2; bs16 h8 q61: 256 whole row tiles in two waves, 30.8 -> 18.5).
+WHOLE_FIXED_TILES = 2.0
+PART_PASSES = 2
+KV_TILE_BYTES = BLOCK_N * 576 * 2
 # 48-row CTAs once a launch has at least this many 32-row work units per CTA slot: each KV tile then serves
 # 48 rows, so the L2 traffic of many row tiles falls by a third, while a short launch is better served by
 # more, smaller CTAs (modeled on suites/model-report.json: bs1 q9 p4k, 2 units per slot, 8.6 µs at 32 rows
@@ -148,7 +152,7 @@ def plan_launch(
     row_groups: int | None = None,
     dram_pace: float | None = None,
 ) -> LaunchPlan:
-    """Whole row tiles, one per CTA, where balanced ranges would save little (WHOLE_EXTRA_TILES); else one
+    """Whole row tiles, one per CTA, where balanced ranges would save less than they cost; else one
     wave of CTAs, about MIN_TILES_PER_CTA key tiles or more each, never fewer CTAs than row tiles, and no
     more than keep pace with DRAM where `dram_pace` (the GPU's, see DRAM_PACE_BY_DEVICE) is given.
 
@@ -177,13 +181,25 @@ def plan_launch(
     if whole_row_tiles is None:  # short row tiles, little saved by splitting, or waves without parts
         whole_row_tiles = ctas is None and (
             units <= all_row_tiles * MIN_TILES_PER_CTA
-            or -(-all_row_tiles // slots) * units / all_row_tiles - units / split <= WHOLE_EXTRA_TILES
+            or _split_saves(units, all_row_tiles, split, slots) <= _split_costs(split, row_groups, dram_pace)
             or all_row_tiles >= WHOLE_WAVES * slots
         )
     if whole_row_tiles:
         return LaunchPlan(all_row_tiles, max(1, row_tiles), row_tiles, row_groups)
     halves = 2 if split >= HALVES_FROM_PARTS * all_row_tiles > 0 else 1
     return LaunchPlan(split, 0, row_tiles, row_groups, halves)  # a forced 0 is the launch's to refuse
+
+
+def _split_saves(units: int, all_row_tiles: int, split: int, slots: int) -> float:
+    """Key tiles a CTA saves with balanced ranges over whole row tiles in their waves."""
+    return -(-all_row_tiles // slots) * units / all_row_tiles - units / split
+
+
+def _split_costs(split: int, row_groups: int, dram_pace: float | None) -> float:
+    """What the split adds, in one CTA's key tiles: the combine's launch, and every CTA's part over DRAM."""
+    part_tiles = GROUP_ROWS * row_groups * PART_ROW_BYTES / KV_TILE_BYTES
+    parts = split * PART_PASSES * part_tiles / (row_groups * dram_pace) if dram_pace else 0.0
+    return WHOLE_FIXED_TILES + parts
 
 
 def _split_ctas(
