@@ -553,13 +553,14 @@ def test_whole_row_tiles_where_splitting_saves_less_than_it_costs(
     assert (plan.ctas, plan.whole_row_tiles > 0) == (ctas, whole)
 
 
-def test_the_pace_never_takes_a_plan_below_its_row_tiles_or_above_its_plan_without():
+def test_the_pace_never_takes_split_ranges_below_the_row_tiles_or_above_the_ranges_without_it():
+    """Split ranges only (forced): with the pace the plan may also run row tiles whole, in more CTAs."""
     for batch, heads, q_len, prefix in itertools.product(
-        (1, 4, 16, 64), (8, 16, 128), (1, 9, 65), (700, 32768)
+        (1, 4, 16, 64), (8, 16, 128), (1, 9, 65), (128, 700, 32768)
     ):
         keys = batch * (prefix + q_len)
-        free = plan_launch(batch, heads, q_len, keys)
-        paced = plan_launch(batch, heads, q_len, keys, dram_pace=DEFAULT_DRAM_PACE)
+        free = plan_launch(batch, heads, q_len, keys, whole_row_tiles=False)
+        paced = plan_launch(batch, heads, q_len, keys, whole_row_tiles=False, dram_pace=DEFAULT_DRAM_PACE)
         shape = (batch, heads, q_len, prefix)
         assert paced.ctas <= free.ctas and paced.row_groups == free.row_groups, shape
         if paced.ctas < free.ctas:
@@ -577,6 +578,7 @@ def test_forced_cta_count_is_used_as_given(forced):
 def test_plan_for_an_empty_batch():
     plan = plan_launch(0, 8, 0, total_keys=0)
     assert plan.ctas == 0
+    assert plan_launch(0, 8, 9, total_keys=100).ctas == 0  # keys without requests: nothing to run
 
 
 def test_prepare_launch_workspace_only_when_row_tiles_are_split():

@@ -18,6 +18,7 @@ from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.build import KernelBuildError, build_emulation_library, find_kernels_dir
 from ddbench.kernel.counters import LaunchCounters, parse_counters
 from ddbench.kernel.launch import PreparedLaunch, prepare_launch
+from ddbench.kernel.plan import DEFAULT_DRAM_PACE, DEFAULT_SM_COUNT
 from ddbench.kernel.sanitizer import SanitizerReport, parse_sanitizer_report
 from ddbench.kernel.work_shapes import verify_work_shapes
 
@@ -86,12 +87,13 @@ class CudaEmuBackend:
         sm_count: int | None = None,
         whole_row_tiles: bool | None = None,
         row_groups: int | None = None,
-        dram_pace: float | None = None,
+        dram_pace: float | None = DEFAULT_DRAM_PACE,
     ) -> None:
         self.ctas = ctas  # None: the same plan as on a GPU (ddbench/kernel/plan.py)
         self.whole_row_tiles = whole_row_tiles
         self.row_groups = row_groups  # None: the plan's 32 or 48 rows per CTA
-        # The GPU the launch is planned for (None: an RTX PRO 6000, see ddbench/kernel/plan.py).
+        # The GPU the launch is planned for: its SMs (None: an RTX PRO 6000's) and its DRAM pace (None: plan
+        # on every SM), see ddbench/kernel/plan.py; profile sets both.
         self.sm_count = sm_count
         self.dram_pace = dram_pace
         self.workers = workers if workers is not None else int(os.environ.get("DDK_EMU_WORKERS", "0") or 0)
@@ -150,9 +152,8 @@ class CudaEmuBackend:
 
     def marshaled_launch(self, inputs: VerifyInputs) -> PreparedLaunch:
         """Marshaling and plan; the seam `ddbench selftest`'s mutants use to inject marshaling mistakes."""
-        if self.sm_count is None:
-            return prepare_launch(inputs, **self.plan_options)
-        return prepare_launch(inputs, sm_count=self.sm_count, dram_pace=self.dram_pace, **self.plan_options)
+        sm_count = DEFAULT_SM_COUNT if self.sm_count is None else self.sm_count
+        return prepare_launch(inputs, sm_count=sm_count, dram_pace=self.dram_pace, **self.plan_options)
 
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         """Marshal and plan once; the launch is the emulated kernel call alone."""

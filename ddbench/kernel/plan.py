@@ -2,9 +2,9 @@
 
 Mirrors the constants and the work split of kernels/verify/verify_attn.cuh; tests check they agree with the
 source. The kernel cuts the batch's work units ((request, row tile, key tile) triples) into `ctas` equal
-ranges itself, from the offsets on the device; the host only picks how many CTAs (one wave at most: shared
-memory lets one CTA per SM; and no more than keep pace with the GPU's DRAM), how many rows a CTA holds, and
-whether short row tiles go one per CTA with nothing to combine.
+ranges itself, from the offsets on the device; the host only picks how many CTAs (for ranges, one wave at
+most: shared memory lets one CTA per SM; and no more than keep pace with the GPU's DRAM), how many rows a CTA
+holds, and whether row tiles go whole, one per CTA (in as many waves as they take), with nothing to combine.
 """
 
 from __future__ import annotations
@@ -72,7 +72,8 @@ WIDE_UNITS_PER_SLOT = 8
 # only add parts to write and combine. Only where that is fewer than the SMs does it change the plan: the
 # RTX PRO 6000's 1,024 FLOP/clk per SM outpace its 1.8 TB/s (modeled on suites/model-report.json: bs16 q9
 # p4k 188 -> 128 CTAs, 54.8 -> 51.5 µs; bs1 q9 p32k 188 -> 140, 31.1 -> 29.1); the RTX 5090 (half the mma
-# rate) and the H200 (4.8 TB/s; shared memory binds its SMs) need all their SMs.
+# rate) only where a request is one row tile (102 or 152 CTAs of its 170); the H200 (4.8 TB/s; shared
+# memory binds its SMs) never (141 or more for its 132).
 DRAM_PACE_BY_DEVICE = (("rtx pro 6000", 20.21), ("rtx 5090", 43.95), ("h200", 61.47))
 DEFAULT_DRAM_PACE = DRAM_PACE_BY_DEVICE[0][1]  # the emulation plans as if on an RTX PRO 6000
 PACE_MARGIN = 1.15
@@ -192,6 +193,8 @@ def plan_launch(
 
 def _split_saves(units: int, all_row_tiles: int, split: int, slots: int) -> float:
     """Key tiles a CTA saves with balanced ranges over whole row tiles in their waves."""
+    if all_row_tiles == 0 or split == 0:  # nothing to run (keys without requests): nothing saved
+        return 0.0
     return -(-all_row_tiles // slots) * units / all_row_tiles - units / split
 
 

@@ -29,7 +29,10 @@ K_TILE_BYTES_PER_KEY = HEAD_DIM_QK * 2
 V_TILE_BYTES_PER_KEY = HEAD_DIM_V * 2
 SLOT_BYTES = 8  # kv_indices are int64
 MASK_BYTES = 1  # one bool per (draft token, key)
-OFFSETS_BYTES = 2 * 4 + 2 * 4 + 2 * 8  # qo_indptr, kv_indptr (int32) and mask_indptr (int64) pairs
+# A program first loads its qo_indptr and kv_indptr pairs (int32), and returns there if its row block is past
+# its request's q_len; a working one then loads its mask_indptr (int64), in the same round trip here.
+IDLE_OFFSETS_BYTES = 2 * 4 + 2 * 4
+OFFSETS_BYTES = IDLE_OFFSETS_BYTES + 8
 SMEM_READS_PER_TILE_BYTE = 2  # each operand byte is read by two warps of the 2 x 4 warp grid (estimate)
 WAVEFRONT_BYTES = 128
 INSTRUCTIONS_PER_MMA = 3  # an mma, its operand moves and the softmax around it (estimate)
@@ -130,7 +133,11 @@ def triton_counters(shape: CaseShape, blocks: TritonBlocks) -> dict[str, Any]:
         shapes.append({"count": count, "example_cta": [0, 0, 0], "phases": phases, "global_bytes": nbytes})
         sectors += count * nbytes // SECTOR_BYTES
     if idle:
-        shapes.append({"count": idle, "example_cta": [0, 0, 0], "phases": [], "global_bytes": 0})
+        phases = [_load(IDLE_OFFSETS_BYTES)]
+        shapes.append(
+            {"count": idle, "example_cta": [0, 0, 0], "phases": phases, "global_bytes": IDLE_OFFSETS_BYTES}
+        )
+        sectors += idle * IDLE_OFFSETS_BYTES // SECTOR_BYTES
     # DRAM: the KV, Q and the output once, and the slots and draft-mask bytes the loops read once.
     side = sum(shape.prefix_lens) * SLOT_BYTES + sum(q * q for q in shape.q_lens) * MASK_BYTES
     unique = (shape.kv_bytes + shape.q_and_out_bytes + side) // SECTOR_BYTES
