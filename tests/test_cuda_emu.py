@@ -277,6 +277,23 @@ def test_more_ctas_than_units_leaves_idle_ctas_between_the_parts(fp64):
     assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP
 
 
+def test_a_combine_over_more_requests_than_a_warp_has_lanes(fp64):
+    """40 requests: the combine's warps read them 32 at a time (two passes of place_row), and 37 CTAs' ranges
+    cross from request to request, so rows of the second pass are merged from parts too."""
+    x = generate_inputs(
+        make_case(
+            batch_size=40, prefix=[37 * r % 101 for r in range(40)], tree={"kind": "ddtree", "budget": 4}
+        )
+    )
+    launch = emu_with(37).marshaled_launch(x)
+    assert launch.plan.ctas == 37 and launch.plan.combines and x.batch_size > 32
+    out = emu_with(37).run(x).clone()
+    assert bool(out.isfinite().all()) and not bool(poisoned_mask(out).any())
+    f = parity_figures(out, fp64.run(x))
+    assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP, f
+    assert not torch.equal(out, emu_with(1).run(x))  # the parts really were merged, not written whole
+
+
 def test_emulation_workers_give_identical_results(long_prefix):
     one = emu_with(5, workers=1).run(long_prefix).clone()
     two = emu_with(5, workers=2).run(long_prefix).clone()
