@@ -16,7 +16,8 @@ GROUP_ROWS = 16  # (token, head) rows per row group: the mma M
 GROUP_THREADS = 128  # four warps per row group
 MAX_ROW_GROUPS = 3  # 48 rows, 384 threads: what the kernel's registers are fitted to
 BLOCK_N = 32  # keys per tile
-STAGE_BYTES = BLOCK_N * (576 * 2 + 16)  # a tile of keys in shared memory, each row padded by 16 bytes
+KV_TILE_BYTES = BLOCK_N * 576 * 2  # a tile of keys in the pool: 36,864 B
+STAGE_BYTES = KV_TILE_BYTES + BLOCK_N * 16  # the same in shared memory, each row padded by 16 bytes
 SMEM_PER_GROUP_BYTES = 4 * GROUP_ROWS * BLOCK_N * 4 + GROUP_ROWS * 2 * 4  # partial S and mask words
 SMEM_FIXED_BYTES = 2 * STAGE_BYTES + 96  # two stages and the CTA's cursor
 COMBINE_HALF = 128  # combine threads per half; a CTA of two halves merges every other part in each
@@ -55,7 +56,6 @@ WHOLE_WAVES = 2
 # CTAs, 22.5 µs; 128 whole, 11.2; bs16 h8 q61: 256 whole row tiles in two waves, 30.8 -> 18.5).
 WHOLE_FIXED_TILES = 2.0
 PART_PASSES = 2
-KV_TILE_BYTES = BLOCK_N * 576 * 2
 # 48-row CTAs once a launch has at least this many 32-row work units per CTA slot: each KV tile then serves
 # 48 rows, so the L2 traffic of many row tiles falls by a third, while a short launch is better served by
 # more, smaller CTAs (modeled on suites/model-report.json: bs1 q9 p4k, 2 units per slot, 8.6 µs at 32 rows

@@ -17,6 +17,7 @@ from ddbench.kernel.plan import (
     COMBINE_SMEM_BYTES,
     DEFAULT_DRAM_PACE,
     DEFAULT_SM_COUNT,
+    KV_TILE_BYTES,
     PART_ROW_BYTES,
     LaunchPlan,
     plan_launch,
@@ -26,7 +27,7 @@ from ddbench.mla import KV_ROW_BYTES
 from ddbench.model.counters_input import SECTOR_BYTES
 from ddbench.model.floor import OUT_ROW_BYTES, Q_ROW_BYTES, CaseShape
 
-TILE_BYTES = BLOCK_N * KV_ROW_BYTES  # 36,864: one tile of keys
+TILE_BYTES = KV_TILE_BYTES  # 36,864: one tile of keys
 TILE_WAVEFRONTS = TILE_BYTES // 128  # 288: its cp.async writes, 16 bytes a lane, conflict-free
 CHUNKS_PER_ROW = KV_ROW_BYTES // 16  # 72
 # Per warp, per tile:
