@@ -28,6 +28,9 @@ _SIGNATURES = {
     + [ctypes.c_int] * 2,
     "ddk_probe_phases": [ctypes.c_void_p, ctypes.c_uint, ctypes.c_int],
     "ddk_probe_cp_traced": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int],
+    "ddk_probe_cluster": [ctypes.c_int, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint]
+    + [ctypes.c_void_p] * 2
+    + [ctypes.c_int] * 2,
     "ddk_probe_sanitize": [
         ctypes.c_int,
         ctypes.c_void_p,

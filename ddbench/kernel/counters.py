@@ -25,7 +25,10 @@ SHARED_KINDS = (
 )  # fmt: skip
 INSTRUCTION_KINDS = (
     "mma", "shfl", "ldmatrix", "ld_shared", "st_shared", "ld_global", "st_global", "cp_async", "sync_block",
+    "ld_cluster", "sync_cluster",
 )  # fmt: skip
+# Counted since thread-block clusters: a document written before them reads as 0 where they are missing.
+CLUSTER_FIELDS = ("ld_cluster", "sync_cluster", "cluster_bytes", "cluster_barriers")
 CTA_DETAILS = ("all", "shapes", "sampled")
 
 
@@ -65,6 +68,8 @@ class Totals:
     global_: GlobalCounters
     shared: SharedCounters
     cp_async: CpAsyncCounters
+    cluster_barriers: int = 0  # of `barriers`, those of the whole cluster (sync_cluster)
+    cluster_bytes: int = 0  # read from other CTAs' shared memory (ld_cluster)
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,7 @@ class PhaseCounters:
     shuffles: int
     warp_instructions: int
     instructions: Mapping[str, int]  # by INSTRUCTION_KINDS
+    cluster_bytes: int = 0  # read from other CTAs' shared memory (ld_cluster)
 
 
 @dataclass(frozen=True)
@@ -105,6 +111,8 @@ class CtaShape:
     shared_wavefronts: int
     bank_conflicts: int
     cp_async_waits: tuple[WaitCounters, ...]
+    cluster_barriers: int = 0
+    cluster_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -167,6 +175,8 @@ class _Reader:
         return obj[key]
 
     def count(self, obj: Mapping[str, Any], key: str, path: str, minimum: int = 0) -> int:
+        if key in CLUSTER_FIELDS and key not in obj:
+            return 0
         value = self.field(obj, key, path)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise self.fail(f"{path}.{key}", f"must be an integer >= {minimum}, not {value!r:.40}")
@@ -202,6 +212,7 @@ def _phase(r: _Reader, value: object, path: str) -> PhaseCounters:
         shuffles=r.count(o, "shuffles", path),
         warp_instructions=r.count(o, "warp_instructions", path),
         instructions=r.by_kind(o, "instructions", path, INSTRUCTION_KINDS),
+        cluster_bytes=r.count(o, "cluster_bytes", path),
     )
 
 
@@ -236,6 +247,8 @@ def _shape(r: _Reader, value: object, path: str) -> CtaShape:
         shared_wavefronts=r.count(o, "shared_wavefronts", path),
         bank_conflicts=r.count(o, "bank_conflicts", path),
         cp_async_waits=tuple(_wait(r, w, f"{path}.cp_async_waits[{i}]") for i, w in enumerate(waits)),
+        cluster_barriers=r.count(o, "cluster_barriers", path),
+        cluster_bytes=r.count(o, "cluster_bytes", path),
     )
 
 
@@ -265,6 +278,8 @@ def _totals(r: _Reader, value: object, path: str) -> Totals:
             bytes_in_flight_at_wait=tuple(in_flight),
             late_waits=r.count(c, "late_waits", f"{path}.cp_async"),
         ),
+        cluster_barriers=r.count(o, "cluster_barriers", path),
+        cluster_bytes=r.count(o, "cluster_bytes", path),
     )
 
 

@@ -12,12 +12,15 @@
 namespace ddk::emu::detail {
 
 // Warp-instruction kinds counted per phase.
-enum class Op : std::uint8_t { Mma, Shfl, Ldmatrix, LdShared, StShared, LdGlobal, StGlobal, CpAsync, SyncBlock, kCount };
+enum class Op : std::uint8_t {
+  Mma, Shfl, Ldmatrix, LdShared, StShared, LdGlobal, StGlobal, CpAsync, SyncBlock, LdCluster, SyncCluster, kCount
+};
 constexpr int kOps = static_cast<int>(Op::kCount);
 
 inline const char* op_key(int op) {
   static const char* const names[kOps] = {"mma",       "shfl",      "ldmatrix", "ld_shared",  "st_shared",
-                                          "ld_global", "st_global", "cp_async", "sync_block"};
+                                          "ld_global", "st_global", "cp_async", "sync_block", "ld_cluster",
+                                          "sync_cluster"};
   return names[op];
 }
 
@@ -43,6 +46,7 @@ inline int shared_kind_of(bool store, unsigned width) {
 // One interval between block barriers (the last one ends with the kernel).
 struct Phase {
   std::uint64_t mma = 0, shared_wavefronts = 0, global_bytes = 0, global_store_bytes = 0, shuffles = 0;
+  std::uint64_t cluster_bytes = 0;  // read from other CTAs' shared memory (ld_cluster)
   std::uint64_t ops[kOps] = {};
 
   std::uint64_t warp_instructions() const {
@@ -65,7 +69,8 @@ struct CtaRecord {
   std::uint64_t linear = 0;
   std::uint64_t weight = 1;  // CTAs of the launch this one stands for (sampled launches)
   std::vector<Phase> phases{1};
-  std::uint64_t barriers = 0;
+  std::uint64_t barriers = 0, cluster_barriers = 0;  // a cluster barrier is a block barrier too
+  std::uint64_t cluster_bytes = 0;
   std::uint64_t load_bytes = 0, store_bytes = 0, cp_async_bytes = 0, sectors = 0, unique_sectors = 0;
   std::uint64_t shared_instr[kSharedKinds] = {}, shared_wf[kSharedKinds] = {}, bank_conflicts = 0;
   std::vector<WaitRecord> waits;
@@ -86,6 +91,7 @@ inline std::string phase_json(const Phase& p) {
   json_u(s, "global_bytes", p.global_bytes);
   json_u(s, "global_store_bytes", p.global_store_bytes);
   json_u(s, "shuffles", p.shuffles);
+  json_u(s, "cluster_bytes", p.cluster_bytes);
   json_u(s, "warp_instructions", p.warp_instructions());
   s += ", \"instructions\": {";
   for (int k = 0; k < kOps; ++k) json_u(s, op_key(k), p.ops[k], k > 0);
@@ -107,6 +113,8 @@ inline std::string cta_shape_json(const CtaRecord& c) {
   for (std::size_t i = 0; i < c.phases.size(); ++i) s += (i ? ", " : "") + phase_json(c.phases[i]);
   s += "]";
   json_u(s, "barriers", c.barriers);
+  json_u(s, "cluster_barriers", c.cluster_barriers);
+  json_u(s, "cluster_bytes", c.cluster_bytes);
   json_u(s, "global_bytes", c.load_bytes + c.store_bytes + c.cp_async_bytes);
   json_u(s, "load_bytes", c.load_bytes);
   json_u(s, "store_bytes", c.store_bytes);
@@ -133,11 +141,14 @@ struct KernelCountersRecord {
 
   std::string json(bool group_shapes) const {
     std::uint64_t barriers = 0, mma = 0, ldm = 0, shfl = 0, ld = 0, st = 0, cp = 0, sectors = 0, bank = 0;
+    std::uint64_t cluster_barriers = 0, cluster_bytes = 0;
     std::uint64_t si[kSharedKinds] = {}, swf[kSharedKinds] = {}, waits = 0, late = 0;
     std::string in_flight;
     for (const CtaRecord& c : ctas) {
       const std::uint64_t n = c.weight;
       barriers += n * c.barriers;
+      cluster_barriers += n * c.cluster_barriers;
+      cluster_bytes += n * c.cluster_bytes;
       for (const Phase& p : c.phases) {
         mma += n * p.mma;
         shfl += n * p.shuffles;
@@ -172,6 +183,8 @@ struct KernelCountersRecord {
     json_u(s, "mma", mma);
     json_u(s, "ldmatrix", ldm);
     json_u(s, "shuffles", shfl);
+    json_u(s, "cluster_barriers", cluster_barriers);
+    json_u(s, "cluster_bytes", cluster_bytes);
     s += ", \"global\": {";
     json_u(s, "load_bytes", ld, false);
     json_u(s, "store_bytes", st);

@@ -1,9 +1,14 @@
 // Compile check of the CUDA side of <ddk/primitives.h>: one __global__ kernel instantiating every
-// primitive, built by tests/test_emu_primitives.py with `nvcc -arch=sm_XX -cubin` (sm_90, sm_120).
+// primitive, built by tests/test_emu_primitives.py with `nvcc -arch=sm_XX -cubin` (sm_80, sm_90, sm_120: before
+// sm_90 the cluster primitives are those of a cluster of one).
 // It is never launched; the point is that the inline PTX assembles for each target.
 #include <ddk/primitives.h>
 
 using namespace ddk;
+
+struct alignas(8) Float2Pair {
+  float x, y;
+};
 
 DDK_GLOBAL void ddk_nvcc_check_kernel(const uint4* __restrict__ src, float* __restrict__ out, int* __restrict__ iout) {
   char* smem = dynamic_smem();
@@ -41,6 +46,14 @@ DDK_GLOBAL void ddk_nvcc_check_kernel(const uint4* __restrict__ src, float* __re
   st_shared(s + t, v);
   sync_block();
   v += ld_shared(s + (t + 1) % 32) + ld_global(out + t);
+
+  sync_cluster();
+  const unsigned peer = (cluster_ctarank() + 1) % cluster_nctarank();
+  v += ld_cluster(s + t, peer);
+  const Float2Pair two = ld_cluster(reinterpret_cast<const Float2Pair*>(s) + t / 2, peer);
+  const uint4 four = ld_cluster(reinterpret_cast<const uint4*>(s) + t / 4, peer);
+  v += two.x + two.y + static_cast<float>(four.w);
+  sync_cluster();
 
   const unsigned idx = block_idx_x() + grid_dim_x() * (block_idx_y() + grid_dim_y() * block_idx_z());
   st_global(out + idx * block_dim_x() + t, v + static_cast<float>(warp_id() + grid_dim_z()));

@@ -502,6 +502,37 @@ DDK_GLOBAL void race_probe_kernel(RaceProbe p) {
   }
 }
 
+struct ClusterProbe {
+  int variant;  // see ddk_probe_cluster
+  const float* in;
+  float* out;
+};
+
+// Each CTA stages its slice of `in` in shared memory; each thread then sums word t of every CTA of its
+// cluster through ld_cluster (variant 0). The other variants break one rule each.
+DDK_GLOBAL void cluster_probe_kernel(ClusterProbe p) {
+  float* s = reinterpret_cast<float*>(dynamic_smem());
+  const unsigned t = thread_idx_x(), rank = cluster_ctarank(), size = cluster_nctarank();
+  const unsigned at = block_idx_x() * block_dim_x() + t;
+  st_shared(s + t, ld_global(p.in + at));
+  if (p.variant == 1) {  // reads the next CTA's word before any cluster barrier
+    st_global(p.out + at, ld_cluster(s + t, (rank + 1) % size));  // SITE:cluster_early_read
+    sync_cluster();
+    return;
+  }
+  if (p.variant == 4 && rank == 1) return;  // never arrives: the others wait at the barrier forever
+  sync_cluster();  // SITE:cluster_barrier
+  float sum = 0.f;
+  for (unsigned r = 0; r < size; ++r) sum += ld_cluster(s + t, r);
+  if (p.variant == 5) sum += ld_cluster(s + block_dim_x() + t, (rank + 1) % size);  // SITE:cluster_uninit
+  if (p.variant == 6) sum += ld_cluster(s + t, size);  // SITE:cluster_bad_rank
+  st_global(p.out + at, sum);
+  if (p.variant == 2) st_shared(s + t, 0.f);  // SITE:cluster_late_write: others may still be reading it
+  if (p.variant == 3 && rank == 1) return;  // exits while rank 0 still reads its shared memory
+  if (p.variant == 3 && rank == 0) st_global(p.out + at, sum + ld_cluster(s + t, 1));  // SITE:cluster_gone
+  sync_cluster();  // no CTA leaves while another may read its shared memory
+}
+
 char* probe_copy(const std::string& s) {
   char* out = static_cast<char*>(std::malloc(s.size() + 1));
   if (out != nullptr) std::memcpy(out, s.c_str(), s.size() + 1);
@@ -706,6 +737,24 @@ int ddk_probe_sanitize(int variant, const float* in, int n, float* out, int out_
   opt.buffers = buffers;
   opt.n_buffers = 2;
   const emu::Status st = emu::launch_with(opt, race_probe_kernel, {2}, 64, 1024, RaceProbe{variant, in, n, out});
+  return traced_finish(st, report, opt, counters, findings, err, err_len);
+}
+
+// variant: 0 clean cluster sum, 1 a remote read before the cluster barrier, 2 a local write while others may
+// still read it, 3 a read of a CTA that exited, 4 a CTA that never reaches the barrier, 5 a remote read of
+// bytes never written, 6 a rank outside the cluster. `blocks` CTAs of `threads`, clusters of `cluster`;
+// `in` and `out` hold blocks * threads floats (registered as buffers "in" and "out").
+int ddk_probe_cluster(int variant, unsigned cluster, unsigned blocks, unsigned threads, const float* in, float* out,
+                      int flags, int workers, char** counters, char** findings, char* err, int err_len) {
+  emu::Report report;
+  emu::LaunchOptions opt = traced_options(report, flags, workers);
+  const std::size_t bytes = std::size_t{blocks} * threads * sizeof(float);
+  const emu::Buffer buffers[2] = {{"in", in, bytes}, {"out", out, bytes}};
+  opt.buffers = buffers;
+  opt.n_buffers = 2;
+  opt.cluster_x = cluster;
+  const emu::Status st = emu::launch_with(opt, cluster_probe_kernel, {blocks}, threads, 2 * threads * sizeof(float),
+                                          ClusterProbe{variant, in, out});
   return traced_finish(st, report, opt, counters, findings, err, err_len);
 }
 

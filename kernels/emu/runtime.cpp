@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdarg>
@@ -318,6 +319,15 @@ constexpr std::size_t kRedZone = 4096;    // guard bytes on both sides of the sh
 constexpr unsigned char kSmemFill = 0xCD;
 constexpr unsigned char kRedFill = 0xA7;
 
+// The CTAs of one thread-block cluster, run together on one OS thread (a launch without clusters runs
+// clusters of one), and the state of their cluster barrier.
+struct Cluster {
+  std::vector<Worker*> blocks;  // by rank
+  unsigned arrived = 0;
+  Site site{};
+  std::vector<Fiber*> waiting;
+};
+
 struct Worker {
   std::vector<std::unique_ptr<Fiber>> fibers;
   std::size_t stack_bytes = 0;
@@ -347,6 +357,8 @@ struct Worker {
   bool failed = false;
   Status status;
   Trace* trace = nullptr;  // the launch's instrumentation state for this worker, when traced
+  Cluster* cluster = nullptr;
+  unsigned cluster_rank = 0;
 
   ~Worker() { std::free(smem_alloc); }
 
@@ -388,6 +400,7 @@ const char* coll_name(Coll k) {
     case Coll::LdmX2: return "ldmatrix_x2";
     case Coll::LdmX2Trans: return "ldmatrix_x2_trans";
     case Coll::SyncBlock: return "sync_block";
+    case Coll::SyncCluster: return "sync_cluster";
     default: return "?";
   }
 }
@@ -453,7 +466,7 @@ void fail(Worker& w, int code, std::string msg) {
 
 struct MemInstr {
   std::uint16_t site = 0;
-  std::uint8_t kind = 0;  // 0 shared load/store, 1 global load/store, 2 cp.async
+  std::uint8_t kind = 0;  // 0 shared load/store, 1 global load/store, 2 cp.async, 3 ld_cluster
   bool store = false;
   std::uint8_t width = 0;
   std::uint32_t mask = 0, valid = 0;
@@ -495,6 +508,8 @@ struct Trace {
   std::unordered_map<std::pair<const char*, std::uint64_t>, std::uint16_t, SiteKeyHash> site_ids;
   std::vector<WarpTrace> warps;
   std::uint32_t epoch = 0;  // barriers the current block has passed
+  std::uint32_t cluster_epoch = 0;  // cluster barriers it has passed
+  std::uint32_t cluster_floor1 = 0;  // epoch + 1 of its first access after the last cluster barrier
   CtaRecord cta;
   std::vector<CtaRecord> done;
   std::unordered_set<std::uint64_t> cta_sectors, launch_sectors;
@@ -600,6 +615,11 @@ void close_instruction(Worker& w, const MemInstr& m) {
     }
     add_sectors(t, c, m.addr, m.mask, m.width);
     ++ph.ops[static_cast<int>(m.store ? Op::StGlobal : Op::LdGlobal)];
+  } else if (m.kind == 3) {  // ld_cluster: served by the other CTA's shared memory, over the cluster's network
+    const std::uint64_t bytes = std::uint64_t{lanes} * m.width;
+    c.cluster_bytes += bytes;
+    ph.cluster_bytes += bytes;
+    ++ph.ops[static_cast<int>(Op::LdCluster)];
   } else {
     shared_side(kCpAsync16, m.addr, m.mask, 16);
     const std::uint64_t bytes = 16ull * static_cast<unsigned>(__builtin_popcount(m.valid));
@@ -695,6 +715,27 @@ void race_finding(Worker& w, const char* hazard, const ShadowAccess& prev, const
   add_finding(w, fmt("race|%s|%s|%s", hazard, s1.c_str(), s2.c_str()), body);
 }
 
+// A race between two CTAs of a cluster on the shared memory of `w` (the CTA whose memory it is).
+void remote_race_finding(Worker& w, const char* hazard, const ShadowAccess& first, unsigned first_rank,
+                         const ShadowAccess& second, unsigned second_rank, std::size_t offset, const char* what) {
+  Trace& t = *w.trace;
+  const std::string s1 = site_of(t, first.site), s2 = site_of(t, second.site);
+  const bool first_writes = hazard[0] == 'w';
+  const bool second_writes = hazard[std::strlen(hazard) - 1] == 'e';
+  std::string msg = fmt(
+      "racecheck: %s hazard on shared memory offset %zu of cluster rank %u (%s): %s by rank %u warp %u lane %u at "
+      "%s, then %s by rank %u warp %u lane %u at %s (%s), with no sync_cluster between",
+      hazard, offset, w.cluster_rank, block_str(w).c_str(), first_writes ? "written" : "read", first_rank,
+      first.tid / 32u, first.tid % 32u, s1.c_str(), second_writes ? "written" : "read", second_rank,
+      second.tid / 32u, second.tid % 32u, s2.c_str(), what);
+  std::string body = fmt(
+      "{\"check\": \"racecheck\", \"hazard\": \"%s\", \"kernel\": \"%s\", \"space\": \"cluster shared\", "
+      "\"offset\": %zu, \"cta\": [%u, %u, %u], \"first\": %s, \"second\": %s, \"message\": \"%s\"",
+      hazard, json_escape(t.opt->kernel_name).c_str(), offset, w.bx, w.by, w.bz, who_json(first.tid, s1).c_str(),
+      who_json(second.tid, s2).c_str(), json_escape(msg).c_str());
+  add_finding(w, fmt("cluster-race|%s|%s|%s", hazard, s1.c_str(), s2.c_str()), body);
+}
+
 // Checks an access of [offset, offset + n) of shared memory, then records it. `what` names the access.
 void shadow_access(Worker& w, const AccessNow& now, std::size_t offset, unsigned n, bool store, bool record,
                    const char* what) {
@@ -713,9 +754,13 @@ void shadow_access(Worker& w, const AccessNow& now, std::size_t offset, unsigned
         race_finding(w, "read-write", other, now, b, what);
         raced_r = true;
       }
+      if (!raced_r && sb.remote.epoch1 == t.cluster_epoch + 1) {  // no sync_cluster since that read
+        remote_race_finding(w, "read-write", sb.remote, sb.remote_rank, now.at, w.cluster_rank, b, what);
+        raced_r = true;
+      }
       if (record) {
         sb.write = now.at;
-        sb.read1 = sb.read2 = ShadowAccess{};
+        sb.read1 = sb.read2 = sb.remote = ShadowAccess{};
       }
     } else {
       if (sb.write.epoch1 == 0) uninit = true;
@@ -808,6 +853,8 @@ bool check_shared_range(Worker& w, const Fiber& f, std::uint16_t site, const voi
 void trace_block_start(Worker& w) {
   Trace& t = *w.trace;
   t.epoch = 0;
+  t.cluster_epoch = 0;
+  t.cluster_floor1 = 0;
   if (t.warps.size() < w.nthreads / 32) t.warps.resize(w.nthreads / 32);
   for (WarpTrace& wt : t.warps) {
     wt.pending.clear();
@@ -879,16 +926,22 @@ void trace_collective(Worker& w, Coll kind, const WarpSlot& s, unsigned warp) {
   ++t.warps[warp].epoch;
 }
 
-// At the barrier's completion: the phase ends.
-void trace_barrier(Worker& w) {
+// At the barrier's completion: the phase ends. A cluster barrier also orders this block's shared memory
+// with the other CTAs' reads of it.
+void trace_barrier(Worker& w, bool cluster = false) {
   Trace& t = *w.trace;
   flush_all(w);
   if (t.count) {
-    t.cta.phase().ops[static_cast<int>(Op::SyncBlock)] += w.nthreads / 32;  // one bar.sync per warp
+    t.cta.phase().ops[static_cast<int>(cluster ? Op::SyncCluster : Op::SyncBlock)] += w.nthreads / 32;
     ++t.cta.barriers;
+    if (cluster) ++t.cta.cluster_barriers;
     t.cta.phases.emplace_back();
   }
   ++t.epoch;
+  if (cluster) {
+    ++t.cluster_epoch;
+    t.cluster_floor1 = t.epoch + 1;
+  }
 }
 
 // ------------------------------------------------------------------------------------ scheduling --
@@ -1135,10 +1188,12 @@ std::string deadlock_report(Worker& w) {
   bool any_warp_wait = false;
   for (unsigned i = 0; i < w.nthreads; ++i) {
     const FState st = w.fibers[i]->state;
-    if (st == FState::WaitWarp || (st == FState::Diverged && w.fibers[i]->wait_kind != Coll::SyncBlock))
+    const Coll k = w.fibers[i]->wait_kind;
+    if (st == FState::WaitWarp || (st == FState::Diverged && k != Coll::SyncBlock && k != Coll::SyncCluster))
       any_warp_wait = true;
   }
   const bool any_barrier = w.bar_arrived > 0;
+  const bool any_cluster = w.cluster != nullptr && w.cluster->arrived > 0;
   struct Line {
     unsigned warp;
     std::string text;
@@ -1168,7 +1223,7 @@ std::string deadlock_report(Worker& w) {
       if (!merged) groups.push_back({waiting, f.wait_kind, f.wait_site, 1u << l});
     }
     // A warp that finished is only worth naming when it is missing from a sync_block.
-    if (all_done && !any_barrier) continue;
+    if (all_done && !any_barrier && !any_cluster) continue;
     std::string d;
     for (const Group& g : groups) {
       if (!d.empty()) d += "; ";
@@ -1197,7 +1252,13 @@ std::string deadlock_report(Worker& w) {
     head += fmt("sync_block (%s) reached by %u of %u threads", site_str(w.bar_site).c_str(), w.bar_arrived,
                 w.nthreads);
   }
-  if (!any_warp_wait && !any_barrier) head += "threads blocked at a sync_block call site that others did not reach";
+  if (any_cluster) {
+    if (any_warp_wait || any_barrier) head += "; ";
+    head += fmt("sync_cluster (%s) reached by %u of %zu threads of the cluster", site_str(w.cluster->site).c_str(),
+                w.cluster->arrived, w.nthreads * w.cluster->blocks.size());
+  }
+  if (!any_warp_wait && !any_barrier && !any_cluster)
+    head += "threads blocked at a sync_block call site that others did not reach";
   return head + body;
 }
 
@@ -1233,7 +1294,8 @@ bool ensure_resources(Worker& w, unsigned nthreads, std::size_t smem_bytes) {
   return true;
 }
 
-void run_block(Worker& w, unsigned bx, unsigned by, unsigned bz, unsigned block_x) {
+// Sets up block (bx, by, bz) on w: its threads at the kernel's entry, fresh shared memory, all runnable.
+void start_block(Worker& w, unsigned bx, unsigned by, unsigned bz, unsigned block_x) {
   w.bx = bx;
   w.by = by;
   w.bz = bz;
@@ -1249,6 +1311,8 @@ void run_block(Worker& w, unsigned bx, unsigned by, unsigned bz, unsigned block_
     f.view.gx = w.grid.x;
     f.view.gy = w.grid.y;
     f.view.gz = w.grid.z;
+    f.view.cluster_rank = w.cluster_rank;
+    f.view.cluster_size = static_cast<unsigned>(w.cluster->blocks.size());
     f.view.smem = w.smem;
     f.view.owner = &f;
     f.state = FState::Ready;
@@ -1276,6 +1340,11 @@ void run_block(Worker& w, unsigned bx, unsigned by, unsigned bz, unsigned block_
   w.q_count = 0;
   for (unsigned i = 0; i < block_x; ++i) w.push(w.fibers[i].get());
 
+}
+
+// Runs w's runnable threads until none is left: they wait at a rendezvous, exited, or the block failed.
+void run_ready(Worker& w) {
+  if (w.q_count == 0) return;
   adopt_thread_stack(w.main_ctx);
   Fiber* first = w.pop();
   w.current = first;
@@ -1283,19 +1352,44 @@ void run_block(Worker& w, unsigned bx, unsigned by, unsigned bz, unsigned block_
   switch_ctx(&w.main_ctx, &first->ctx);
   tl_view = nullptr;
   w.current = nullptr;
+}
 
-  if (w.failed) return;
-  if (w.done != block_x) {
-    fail(w, kDivergence, deadlock_report(w));
+// Runs the CTAs of a cluster (of one, without clusters) to their end on this OS thread: each pass runs every
+// CTA that has runnable threads, and the last arrival at a cluster barrier makes the other CTAs' threads
+// runnable again. coords[k]: CTA rank k's block index.
+void run_cluster(Cluster& cl, const std::array<unsigned, 3>* coords, unsigned block_x) {
+  cl.arrived = 0;
+  cl.waiting.clear();
+  for (std::size_t k = 0; k < cl.blocks.size(); ++k)
+    start_block(*cl.blocks[k], coords[k][0], coords[k][1], coords[k][2], block_x);
+  for (bool ran = true; ran;) {
+    ran = false;
+    for (Worker* w : cl.blocks) {
+      if (w->q_count == 0) continue;
+      ran = true;
+      run_ready(*w);
+      if (w->failed) return;
+    }
+  }
+  for (Worker* w : cl.blocks) {
+    if (w->done == block_x) continue;
+    std::string report = deadlock_report(*w);
+    if (cl.blocks.size() > 1)
+      for (Worker* other : cl.blocks)
+        report += fmt("\n  cluster rank %u (%s): %u of %u threads exited", other->cluster_rank,
+                      block_str(*other).c_str(), other->done, block_x);
+    fail(*w, kDivergence, std::move(report));
     return;
   }
-  if (!red_zones_intact(w)) {
-    fail(w, kMemoryError,
-         fmt("%s wrote outside its %zu-byte dynamic shared memory (the guard bytes before or after it changed)",
-             block_str(w).c_str(), w.smem_bytes));
-    return;
+  for (Worker* w : cl.blocks) {
+    if (!red_zones_intact(*w)) {
+      fail(*w, kMemoryError,
+           fmt("%s wrote outside its %zu-byte dynamic shared memory (the guard bytes before or after it changed)",
+               block_str(*w).c_str(), w->smem_bytes));
+      return;
+    }
+    if (w->trace != nullptr) trace_block_end(*w);
   }
-  if (w.trace != nullptr) trace_block_end(w);
 }
 
 std::mutex g_pool_mu;
@@ -1565,6 +1659,114 @@ bool mem_access(Space space, bool store, const void* p, unsigned bytes, const Si
   return true;
 }
 
+void sync_cluster(const Site& site) {
+  Fiber* f = current_fiber("sync_cluster");
+  Worker& w = *f->worker;
+  Cluster& cl = *w.cluster;
+  if (cl.arrived == 0) {
+    cl.site = site;
+  } else if (!same_site(cl.site, site)) {
+    f->state = FState::Diverged;
+    f->wait_kind = Coll::SyncCluster;
+    f->wait_site = site;
+    switch_to_next(f);
+    abort_to_main(f);
+  }
+  if (++cl.arrived < w.nthreads * cl.blocks.size()) {
+    f->state = FState::WaitBarrier;
+    f->wait_kind = Coll::SyncCluster;
+    f->wait_site = site;
+    cl.waiting.push_back(f);
+    switch_to_next(f);
+    return;
+  }
+  cl.arrived = 0;
+  for (Worker* b : cl.blocks)
+    if (b->trace != nullptr) trace_barrier(*b, true);
+  for (Fiber* g : cl.waiting) {
+    g->state = FState::Ready;
+    g->wait_kind = Coll::None;
+    g->worker->push(g);
+  }
+  cl.waiting.clear();
+}
+
+namespace {
+
+// racecheck and initcheck of another CTA's read of [offset, offset + n) of `target`'s shared memory.
+void check_remote_read(Worker& target, const Worker& reader, const Fiber& f, const Site& site, std::size_t offset,
+                       unsigned n) {
+  Trace& t = *target.trace;
+  ++t.shared_checked;
+  ShadowAccess now;
+  now.epoch1 = t.cluster_epoch + 1;
+  now.tid = static_cast<std::uint16_t>(f.view.tid);
+  now.site = intern_site(t, site);
+  bool raced = false, uninit = false;
+  for (std::size_t b = offset; b < offset + n; ++b) {
+    ShadowByte& sb = t.shadow.bytes[b];
+    if (sb.write.epoch1 == 0) {
+      uninit = true;
+    } else if (!raced && sb.write.epoch1 >= t.cluster_floor1) {  // written since the last sync_cluster
+      remote_race_finding(target, "write-read", sb.write, target.cluster_rank, now, reader.cluster_rank, b,
+                          "ld_cluster");
+      raced = true;
+    }
+    sb.remote = now;
+    sb.remote_rank = static_cast<std::uint16_t>(reader.cluster_rank);
+  }
+  if (!uninit) return;
+  const std::string where = site_of(t, now.site);
+  std::string msg = fmt(
+      "initcheck: ld_cluster of %u bytes at shared memory offset %zu of cluster rank %u (%s) by rank %u warp %u lane "
+      "%u at %s reads bytes no thread of that CTA wrote (they hold the 0xCD fill)",
+      n, offset, target.cluster_rank, block_str(target).c_str(), reader.cluster_rank, f.view.warp, f.view.lane,
+      where.c_str());
+  std::string body =
+      fmt("{\"check\": \"initcheck\", \"hazard\": \"uninitialized\", \"kernel\": \"%s\", \"space\": \"cluster "
+          "shared\", \"offset\": %zu, \"bytes\": %u, \"cta\": [%u, %u, %u], \"first\": %s, \"message\": \"%s\"",
+          json_escape(t.opt->kernel_name).c_str(), offset, n, target.bx, target.by, target.bz,
+          who_json(f.view.tid, where).c_str(), json_escape(msg).c_str());
+  add_finding(target, "cluster-init|" + where, body);
+}
+
+}  // namespace
+
+const void* cluster_map(const void* p, unsigned rank, unsigned bytes, const Site& site) {
+  Fiber* f = current_fiber("ld_cluster");
+  Worker& w = *f->worker;
+  Cluster& cl = *w.cluster;
+  const auto addr = reinterpret_cast<std::uintptr_t>(p), base = reinterpret_cast<std::uintptr_t>(w.smem);
+  const long long off = static_cast<long long>(addr - base);
+  std::string why;
+  if (rank >= cl.blocks.size())
+    why = fmt("rank %u is outside the cluster of %zu CTAs", rank, cl.blocks.size());
+  else if (addr < base || addr - base + bytes > w.smem_bytes)
+    why = fmt("offset %lld (+%u bytes) is outside the block's %zu-byte dynamic shared memory", off, bytes,
+              w.smem_bytes);
+  else if (addr % bytes != 0)
+    why = fmt("offset %lld is not %u-byte aligned", off, bytes);
+  else if (cl.blocks[rank]->done == cl.blocks[rank]->nthreads)
+    why = fmt("CTA rank %u of the cluster has exited: its shared memory is gone", rank);
+  if (!why.empty()) {
+    fail(w, kMemoryError, fmt("ld_cluster at %s in %s, %s: %s", site_str(site).c_str(), block_str(w).c_str(),
+                              thread_str(*f).c_str(), why.c_str()));
+    abort_to_main(f);
+  }
+  Worker& target = *cl.blocks[rank];
+  if (&target == &w) {  // the CTA's own shared memory: a plain shared load
+    mem_access(Space::Shared, false, p, bytes, site);
+    return p;
+  }
+  const char* mapped = target.smem + (addr - base);
+  if (w.trace == nullptr) return mapped;
+  if (w.trace->sanitize) check_remote_read(target, w, *f, site, addr - base, bytes);
+  if (w.trace->count)
+    record_lane(w, *f, intern_site(*w.trace, site), 3, false, bytes, reinterpret_cast<std::uint64_t>(mapped), 0,
+                false);
+  return mapped;
+}
+
 namespace {
 
 // Everything the workers of a traced launch recorded, into the report.
@@ -1674,9 +1876,25 @@ Status launch_erased(KernelThunk thunk, const void* args, Dim3 grid, unsigned bl
       return bad;
     }
   }
+  const unsigned cluster = options.cluster_x == 0 ? 1 : options.cluster_x;
+  if (cluster > 8 || grid.x % cluster != 0) {
+    bad.message = fmt("ddk-emu: invalid cluster of %u CTAs for grid (%u,%u,%u): 1 to 8 (the portable size), "
+                      "dividing the grid's x",
+                      cluster, grid.x, grid.y, grid.z);
+    return bad;
+  }
+  for (std::uint64_t i = 0; subset && cluster > 1 && i < nblocks; ++i) {
+    const std::uint64_t first = options.cta_subset[i - i % cluster];
+    if (nblocks % cluster != 0 || first % cluster != 0 || options.cta_subset[i] != first + i % cluster) {
+      bad.message = fmt("ddk-emu: cta_subset must hold whole clusters of %u CTAs (cta_subset[%llu] = %llu)", cluster,
+                        static_cast<unsigned long long>(i), static_cast<unsigned long long>(options.cta_subset[i]));
+      return bad;
+    }
+  }
   if (nblocks == 0) return Status{};
+  const std::uint64_t nclusters = nblocks / cluster;
   std::uint64_t nworkers = static_cast<std::uint64_t>(options.workers > 0 ? options.workers : workers_from_env());
-  if (nworkers > nblocks) nworkers = nblocks;
+  if (nworkers > nclusters) nworkers = nclusters;
   if (nworkers > 256) nworkers = 256;
 
   const bool traced = options.count || options.sanitize;
@@ -1686,7 +1904,7 @@ Status launch_erased(KernelThunk thunk, const void* args, Dim3 grid, unsigned bl
   }
   std::vector<std::unique_ptr<Trace>> traces;
   if (traced) {
-    for (std::uint64_t i = 0; i < nworkers; ++i) {
+    for (std::uint64_t i = 0; i < nworkers * cluster; ++i) {
       auto t = std::make_unique<Trace>();
       t->opt = &options;
       t->count = options.count;
@@ -1708,34 +1926,54 @@ Status launch_erased(KernelThunk thunk, const void* args, Dim3 grid, unsigned bl
   std::mutex err_mu;
   Status first_error;
 
+  // Each worker runs whole clusters (of one CTA without clusters), one after another, on one Worker per rank.
   auto work = [&]() {
-    std::unique_ptr<Worker> w = acquire_worker();
-    tl_worker = w.get();
-    w->trace = traced ? traces[next_trace.fetch_add(1)].get() : nullptr;
-    w->thunk = thunk;
-    w->args = args;
-    w->grid = grid;
-    if (ensure_resources(*w, block_x, smem_bytes)) {
-      while (!stop.load(std::memory_order_relaxed)) {
-        const std::uint64_t i = next.fetch_add(1, std::memory_order_relaxed);
-        if (i >= nblocks) break;
-        const std::uint64_t b = subset ? options.cta_subset[i] : i;
-        if (w->trace != nullptr) w->trace->weight = subset && options.cta_weights ? options.cta_weights[i] : 1;
-        const auto bx = static_cast<unsigned>(b % grid.x);
-        const auto by = static_cast<unsigned>(b / grid.x % grid.y);
-        const auto bz = static_cast<unsigned>(b / (std::uint64_t{grid.x} * grid.y));
-        run_block(*w, bx, by, bz, block_x);
-        if (w->failed) break;
-      }
+    std::vector<std::unique_ptr<Worker>> owned;
+    Cluster cl;
+    bool ready = true;
+    for (unsigned k = 0; k < cluster; ++k) {
+      owned.push_back(acquire_worker());
+      Worker& w = *owned.back();
+      w.trace = traced ? traces[next_trace.fetch_add(1)].get() : nullptr;
+      w.thunk = thunk;
+      w.args = args;
+      w.grid = grid;
+      w.cluster = &cl;
+      w.cluster_rank = k;
+      cl.blocks.push_back(&w);
+      ready = ready && ensure_resources(w, block_x, smem_bytes);
     }
-    if (w->failed) {
+    tl_worker = cl.blocks[0];
+    std::vector<std::array<unsigned, 3>> coords(cluster);
+    while (ready && !stop.load(std::memory_order_relaxed)) {
+      const std::uint64_t i = next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= nclusters) break;
+      for (unsigned k = 0; k < cluster; ++k) {
+        const std::uint64_t j = i * cluster + k;
+        const std::uint64_t b = subset ? options.cta_subset[j] : j;
+        if (traced) cl.blocks[k]->trace->weight = subset && options.cta_weights ? options.cta_weights[j] : 1;
+        coords[k] = {static_cast<unsigned>(b % grid.x), static_cast<unsigned>(b / grid.x % grid.y),
+                     static_cast<unsigned>(b / (std::uint64_t{grid.x} * grid.y))};
+      }
+      run_cluster(cl, coords.data(), block_x);
+      bool failed = false;
+      for (Worker* w : cl.blocks) failed = failed || w->failed;
+      if (failed) break;
+    }
+    for (Worker* w : cl.blocks) {
+      if (!w->failed) continue;
       stop.store(true);
       std::lock_guard<std::mutex> lock(err_mu);
       if (first_error.ok()) first_error = w->status;
+      break;
     }
     tl_worker = nullptr;
-    w->trace = nullptr;
-    release_worker(std::move(w));
+    for (auto& w : owned) {
+      w->trace = nullptr;
+      w->cluster = nullptr;
+      w->cluster_rank = 0;
+      release_worker(std::move(w));
+    }
   };
 
   if (nworkers <= 1) {

@@ -7,6 +7,9 @@
 //     elsewhere or with -DDDK_EMU_UCONTEXT) that run until they block at a rendezvous or exit;
 //   * warp collectives (shfl, mma, ldmatrix) are rendezvous of the 32 lanes of a warp at the same
 //     primitive AND the same call site; sync_block is a rendezvous of every thread of the block;
+//   * the CTAs of a thread-block cluster (`LaunchOptions::cluster_x`) run together on one worker:
+//     sync_cluster is a rendezvous of every thread of the cluster, and ld_cluster reads another CTA's
+//     shared memory directly (memcheck, racecheck and counters see it);
 //   * cp.async copies are queued per thread and performed only when a wait releases their group;
 //   * divergence, deadlock, out-of-range shared-memory accesses, a bad launch configuration or an
 //     exception escaping the kernel stop the launch and come back as a Status (code + message).
@@ -95,6 +98,10 @@ struct LaunchOptions {
   const std::uint64_t* cta_subset = nullptr;
   const std::uint64_t* cta_weights = nullptr;
   std::size_t n_cta_subset = 0;
+  // Thread-block clusters of this many consecutive CTAs along x (1: none; at most 8, the portable size; the
+  // grid's x a multiple of it; a CTA subset whole clusters). A cluster's CTAs run together on one worker, so
+  // sync_cluster and ld_cluster between them are exact.
+  unsigned cluster_x = 1;
 };
 
 // Copies `status.message` (NUL-terminated, truncated to fit) into buf when buf && len > 0 and
@@ -109,6 +116,7 @@ struct ThreadView {
   unsigned bx = 0, by = 0, bz = 0;
   unsigned block_dim = 0;
   unsigned gx = 1, gy = 1, gz = 1;
+  unsigned cluster_rank = 0, cluster_size = 1;
   char* smem = nullptr;
   void* owner = nullptr;  // the runtime's fiber record
   bool traced = false;    // this launch counts or sanitizes: memory accessors report to the runtime
@@ -136,6 +144,7 @@ enum class Coll : std::uint8_t {
   LdmX2,
   LdmX2Trans,
   SyncBlock,
+  SyncCluster,
 };
 
 // What one lane hands to a warp collective: pointers into its own (suspended) stack.
@@ -161,6 +170,10 @@ inline bool traced_now() {
 }
 
 void sync_block(const Site& site);
+void sync_cluster(const Site& site);
+// The address of `bytes` at p's offset in the shared memory of CTA `rank` of the caller's cluster, after
+// memcheck (rank, range, alignment, a CTA that has exited) and, in traced launches, racecheck and counting.
+const void* cluster_map(const void* p, unsigned rank, unsigned bytes, const Site& site);
 void cp_async_16(void* smem_dst, const void* gmem_src, bool valid, const Site& site);
 void cp_async_commit();
 void cp_async_wait(int n, const Site& site);

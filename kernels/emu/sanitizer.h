@@ -7,6 +7,8 @@
 //     the number of barriers the block has passed, differs);
 //   * accesses of two lanes of one warp are also ordered when a warp collective of that warp (shfl,
 //     mma, ldmatrix: all .sync.aligned) lies between them (the warp epoch differs);
+//   * accesses of two CTAs of a cluster (ld_cluster reads another CTA's shared memory) are ordered only
+//     when a sync_cluster lies between them;
 //   * a cp.async write may land at any time from its issue to the wait that completes it: it is
 //     unordered with every other thread's access from the issue epoch on, and visible to them only
 //     after a barrier following the wait.
@@ -29,6 +31,11 @@ struct ShadowAccess {
 
 struct ShadowByte {
   ShadowAccess write, read1, read2;  // read2: the newest read by a thread other than read1's
+  // The last read by another CTA of the cluster (ld_cluster): epoch1 is the cluster epoch + 1 (cluster
+  // barriers passed), tid the reader's, site interned in this block's trace. Only a cluster barrier orders
+  // it with this block's accesses.
+  ShadowAccess remote;
+  std::uint16_t remote_rank = 0;
 };
 
 // The access being checked: issued at (epoch_lo, warp_epoch_lo) and happening at (epoch, warp_epoch).

@@ -2,8 +2,8 @@
 //
 // The same kernel source compiles
 //   * with nvcc for the GPU (sm_80, sm_89, sm_90, sm_120): every primitive is inline PTX or a CUDA
-//     intrinsic, using only mma.sync m16n8k16 (bf16 in, fp32 accumulate), ldmatrix, cp.async and warp
-//     shuffles; or
+//     intrinsic, using only mma.sync m16n8k16 (bf16 in, fp32 accumulate), ldmatrix, cp.async, warp
+//     shuffles and, from sm_90, cluster barriers and ld.shared::cluster; or
 //   * with g++ -std=c++20 -DDDK_EMULATE for the host emulation (kernels/emu/): indices, shared memory,
 //     barriers and warp collectives go through the emulation runtime, whose warp collectives rebuild
 //     the warp-wide operands from the per-lane fragments with the PTX ISA layouts.
@@ -22,7 +22,7 @@
 //   transpose with .trans).
 //
 // Global and shared memory: kernel code reads and writes both only through ld_global / st_global /
-// ld_shared / st_shared (and cp_async_16, ldmatrix_*), so the emulation sees every access.
+// ld_shared / st_shared (and cp_async_16, ldmatrix_*, ld_cluster), so the emulation sees every access.
 //
 // API (namespace ddk). In the emulation the collectives and barriers take a trailing defaulted
 // std::source_location so divergence reports can name call sites; kernel code never passes it.
@@ -207,6 +207,24 @@ DDK_DEVICE char* dynamic_smem() { return emu::detail::view("dynamic_smem").smem;
 
 DDK_DEVICE void sync_block(Site site = Site::current()) { emu::detail::sync_block(site); }
 
+// Thread-block clusters (LaunchOptions::cluster_x; a launch without clusters is clusters of one CTA).
+DDK_DEVICE unsigned cluster_ctarank() { return emu::detail::view("cluster_ctarank").cluster_rank; }
+DDK_DEVICE unsigned cluster_nctarank() { return emu::detail::view("cluster_nctarank").cluster_size; }
+
+// barrier.cluster.arrive.release + wait.acquire: every thread of every CTA of the cluster, and what each
+// wrote to its shared memory before it is visible to the others' ld_cluster after it.
+DDK_DEVICE void sync_cluster(Site site = Site::current()) { emu::detail::sync_cluster(site); }
+
+// The T at p's offset in the shared memory of CTA `rank` of this cluster (mapa + ld.shared::cluster); p
+// points into the caller's own dynamic shared memory, T is 4, 8 or 16 bytes and p aligned to it.
+template <class T>
+DDK_DEVICE T ld_cluster(const T* p, unsigned rank, Site site = Site::current()) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
+  T v;
+  std::memcpy(&v, emu::detail::cluster_map(p, rank, sizeof(T), site), sizeof(T));
+  return v;
+}
+
 DDK_DEVICE float shfl_xor(float v, int lane_mask, Site site = Site::current()) {
   float r;
   emu::detail::warp_collective(emu::detail::Coll::ShflXor,
@@ -328,6 +346,36 @@ DDK_DEVICE char* dynamic_smem() {
 
 DDK_DEVICE void sync_block() { __syncthreads(); }
 
+// Thread-block clusters need sm_90 or later; before it every CTA is rank 0 of a cluster of one, and the host
+// never asks for more.
+DDK_DEVICE unsigned cluster_ctarank() {
+#if __CUDA_ARCH__ >= 900
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+#else
+  return 0;
+#endif
+}
+
+DDK_DEVICE unsigned cluster_nctarank() {
+#if __CUDA_ARCH__ >= 900
+  unsigned n;
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
+  return n;
+#else
+  return 1;
+#endif
+}
+
+DDK_DEVICE void sync_cluster() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+  __syncthreads();
+#endif
+}
+
 DDK_DEVICE float shfl_xor(float v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }
 DDK_DEVICE int shfl_xor(int v, int lane_mask) { return __shfl_xor_sync(0xffffffffu, v, lane_mask); }
 
@@ -387,6 +435,29 @@ DDK_DEVICE void cp_async_wait() {
 }
 
 DDK_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+
+template <class T>
+DDK_DEVICE T ld_cluster(const T* p, unsigned rank) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
+#if __CUDA_ARCH__ >= 900
+  std::uint32_t remote, v[4];
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(p)), "r"(rank));
+  if constexpr (sizeof(T) == 4)
+    asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v[0]) : "r"(remote) : "memory");
+  else if constexpr (sizeof(T) == 8)
+    asm volatile("ld.shared::cluster.v2.u32 {%0, %1}, [%2];" : "=r"(v[0]), "=r"(v[1]) : "r"(remote) : "memory");
+  else
+    asm volatile("ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+                 : "r"(remote)
+                 : "memory");
+  T out;
+  std::memcpy(&out, v, sizeof(T));
+  return out;
+#else
+  return *p;
+#endif
+}
 
 // Memory accessors (see the emulation side): the plain access.
 template <class T>

@@ -1,0 +1,139 @@
+"""Thread-block clusters under the emulation: a cluster's CTAs run together, sync_cluster is a rendezvous of
+all their threads, and ld_cluster reads another CTA's shared memory exactly; memcheck, racecheck, initcheck
+and the counters see those reads, and a broken cluster protocol is a named error, never a silent result.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+
+import numpy as np
+import pytest
+from emu_traced import COUNT, ERR_LEN, SANITIZE, aligned, build_probes, site_line
+
+from ddbench.kernel.counters import parse_counters
+from ddbench.kernel.sanitizer import parse_sanitizer_report
+
+THREADS = 64
+CLEAN, EARLY_READ, LATE_WRITE, READ_EXITED, SKIPS_BARRIER, UNWRITTEN, BAD_RANK = range(7)
+
+
+@pytest.fixture(scope="module")
+def probes():
+    return build_probes()
+
+
+def launch(probes, variant: int, cluster: int, blocks: int, flags: int = 0, workers: int = 1):
+    """(status, message, input, output, counters, sanitizer report) of one probe launch."""
+    n = blocks * THREADS
+    data = aligned(n, np.float32)
+    data[:] = np.random.default_rng(variant + 10 * cluster).standard_normal(n)
+    out = aligned(n, np.float32)
+    out[:] = np.nan  # poisoned: every element must be written
+    counters, findings = ctypes.c_void_p(), ctypes.c_void_p()
+    err = ctypes.create_string_buffer(ERR_LEN)
+    rc = probes.lib.ddk_probe_cluster(
+        variant, cluster, blocks, THREADS, data.ctypes.data, out.ctypes.data, flags, workers,
+        ctypes.byref(counters), ctypes.byref(findings), err, ERR_LEN,
+    )  # fmt: skip
+    texts = []
+    for handle in (counters, findings):
+        texts.append(json.loads(ctypes.string_at(handle.value).decode()) if handle.value else None)
+        if handle.value:
+            probes.lib.ddk_probe_free(handle)
+    return (
+        rc,
+        err.value.decode(),
+        data,
+        out,
+        parse_counters(texts[0]) if texts[0] else None,
+        parse_sanitizer_report(texts[1]) if texts[1] else None,
+    )
+
+
+def cluster_sums(data: np.ndarray, cluster: int) -> np.ndarray:
+    """What every thread of a cluster computes: word t summed over the cluster's CTAs, in rank order."""
+    blocks = data.reshape(-1, cluster, THREADS)
+    sums = np.zeros_like(blocks[:, 0, :])
+    for rank in range(cluster):
+        sums = sums + blocks[:, rank, :]
+    return np.repeat(sums[:, None, :], cluster, axis=1).reshape(-1)
+
+
+@pytest.mark.parametrize(("cluster", "workers"), [(1, 1), (2, 1), (4, 2), (8, 1)])
+def test_a_cluster_reads_every_ctas_shared_memory_after_the_barrier(probes, cluster, workers):
+    rc, message, data, out, _, report = launch(probes, CLEAN, cluster, 16, SANITIZE, workers)
+    assert rc == 0, message
+    np.testing.assert_array_equal(out, cluster_sums(data, cluster))  # exact: the same fp32 adds in order
+    assert report.clean, report.summary()
+
+
+def test_the_counters_see_cluster_reads_and_barriers(probes):
+    rc, message, _, _, counters, _ = launch(probes, CLEAN, 4, 8, COUNT)
+    assert rc == 0, message
+    (kernel,) = counters.kernels
+    # each thread reads 3 other CTAs' words (its own CTA's is a plain shared load), 2 cluster barriers per CTA
+    assert kernel.totals.cluster_bytes == 8 * THREADS * 4 * 3
+    assert (kernel.totals.cluster_barriers, kernel.totals.barriers) == (16, 16)
+    for shape in kernel.cta_shapes:
+        assert shape.cluster_barriers == 2 and shape.cluster_bytes == THREADS * 4 * 3
+        assert sum(p.cluster_bytes for p in shape.phases) == THREADS * 4 * 3
+        assert sum(p.instructions["ld_cluster"] for p in shape.phases) == 3 * THREADS // 32
+        assert sum(p.instructions["sync_cluster"] for p in shape.phases) == 2 * THREADS // 32
+
+
+def findings_of(report, check: str):
+    return [f for f in report.findings if f.check == check]
+
+
+def test_a_read_before_the_cluster_barrier_is_a_race(probes):
+    rc, message, _, _, _, report = launch(probes, EARLY_READ, 2, 4, SANITIZE)
+    assert rc == 0, message
+    early = f"probes.cpp:{site_line('cluster_early_read')}"
+    races = findings_of(report, "racecheck")
+    # Rank 0 reads rank 1 before it wrote (read-write); later ranks read after their peer wrote (write-read).
+    assert {f.hazard for f in races} == {"read-write", "write-read"}
+    assert all(f.space == "cluster shared" and early in (f.first.site, f.second.site) for f in races)
+    assert all("with no sync_cluster between" in f.message for f in races)
+
+
+def test_a_write_while_other_ctas_may_still_read_is_a_race(probes):
+    rc, message, _, _, _, report = launch(probes, LATE_WRITE, 2, 4, SANITIZE)
+    assert rc == 0, message
+    write = f"probes.cpp:{site_line('cluster_late_write')}"
+    hazards = {(f.hazard, write in (f.first.site, f.second.site)) for f in findings_of(report, "racecheck")}
+    assert ("read-write", True) in hazards
+
+
+def test_a_remote_read_of_unwritten_bytes_is_an_initcheck_finding(probes):
+    rc, message, _, _, _, report = launch(probes, UNWRITTEN, 2, 2, SANITIZE)
+    assert rc == 0, message
+    (finding,) = findings_of(report, "initcheck")
+    assert finding.first.site == f"probes.cpp:{site_line('cluster_uninit')}"
+    assert not findings_of(report, "racecheck")  # after the barrier: ordered, only never written
+
+
+def test_reading_a_cta_that_exited_is_a_memory_error(probes):
+    rc, message, *_ = launch(probes, READ_EXITED, 2, 2)
+    assert rc == 3 and "CTA rank 1 of the cluster has exited" in message
+
+
+def test_a_cta_that_never_reaches_the_cluster_barrier_is_a_deadlock(probes):
+    rc, message, *_ = launch(probes, SKIPS_BARRIER, 4, 4)
+    assert rc == 2
+    barrier = f"probes.cpp:{site_line('cluster_barrier')}"
+    assert f"sync_cluster ({barrier}) reached by 192 of 256 threads" in message
+    assert "cluster rank 1 (block (1,0,0) of grid (4,1,1)): 64 of 64 threads exited" in message
+
+
+def test_a_rank_outside_the_cluster_is_a_memory_error(probes):
+    rc, message, *_ = launch(probes, BAD_RANK, 2, 2)
+    assert rc == 3 and "rank 2 is outside the cluster of 2 CTAs" in message
+    assert f"probes.cpp:{site_line('cluster_bad_rank')}" in message
+
+
+@pytest.mark.parametrize(("cluster", "blocks"), [(4, 6), (16, 16), (3, 4)])
+def test_a_cluster_that_does_not_fit_the_grid_is_refused(probes, cluster, blocks):
+    rc, message, *_ = launch(probes, CLEAN, cluster, blocks)
+    assert rc == 1 and "invalid cluster" in message
