@@ -25,6 +25,7 @@ from ddbench.inputs import check_inputs, generate_inputs, poisoned_mask
 from ddbench.inputs.layout import VerifyInputs, poison_
 from ddbench.inputs.suite_file import load_suite_file
 from ddbench.kernel.marshal import marshal
+from ddbench.kernel.work_split import MERGE_NONE, MERGE_PART, cta_merges, request_extents
 from ddbench.metrics import FAIL, PASS, SKIPPED, judge, parity_figures
 from ddbench.runner import Session, SessionOptions, run_case
 from ddbench.suite import Case, parse_suite
@@ -646,6 +647,75 @@ def test_a_poisoned_key_in_one_part_reaches_the_output_through_the_combine(bad, 
     out = backend.run(x).clone()
     first = out[: x.q_lens[0]]
     assert bool((~first.isfinite()).any(-1).all())  # every row of request 0 (each sees the whole prefix)
+    second = out[x.q_lens[0] :]
+    f = parity_figures(second, reference[x.q_lens[0] :])
+    assert bool(second.isfinite().all()) and f.max_row_ulp <= MAX_ROW_ULP
+
+
+# ------------------------------------------------------------------------- thread-block clusters --
+
+
+def test_a_cluster_covering_its_row_tile_writes_what_the_combine_would(fp64):
+    """One row tile (4 tokens x 8 heads) over 63 key tiles in 8 CTAs: as one cluster they merge their parts
+    through distributed shared memory into the output, bit for bit what the combine makes of the same 8
+    parts (same order, same arithmetic); as two clusters of 4, two merged parts go to the combine."""
+    x = generate_inputs(make_case(prefix=2000, tree={"kind": "chain", "length": 4}))
+    outs, lses = {}, {}
+    for cluster in (1, 4, 8):
+        backend = CudaEmuBackend(ctas=8, cluster=cluster)
+        assert backend.marshaled_launch(x).plan.cluster == cluster
+        lses[cluster] = lse_buffer(x)
+        run = backend.run_traced(x, lse=lses[cluster], counters=True, sanitize=True)
+        assert run.sanitizer.clean, run.sanitizer.summary()
+        outs[cluster] = run.out.clone()
+        verify = run.counters.kernel("verify")
+        assert verify.totals.cluster_barriers == (0 if cluster == 1 else 2 * 8)
+        f = parity_figures(outs[cluster], fp64.run(x))
+        assert f.unwritten == 0 and f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP, (cluster, f)
+        x.fresh_output()
+    assert torch.equal(outs[8], outs[1]) and torch.equal(lses[8], lses[1])
+    assert not torch.equal(outs[4], outs[1])  # two levels of parts: rounded once more, so not the same bits
+
+
+@pytest.mark.parametrize(("ctas", "cluster", "row_groups"), [(30, 5, 2), (12, 2, 3), (16, 8, 3), (40, 4, 2)])
+def test_clusters_merge_where_their_units_lie_in_one_row_tile(long_prefix, fp64, ctas, cluster, row_groups):
+    """A ragged batch's ranges fall inside one row tile only in places: those clusters merge (two cluster
+    barriers in each of their CTAs), the others write their parts as without clusters, exactly where the
+    host's mirror says; either way the output is fp64's, the sanitizer is clean, workers change nothing."""
+    x = long_prefix
+    backend = CudaEmuBackend(ctas=ctas, cluster=cluster, row_groups=row_groups)
+    launch = backend.marshaled_launch(x)
+    k = launch.kernel
+    requests = request_extents(k.heads, k.kv_offsets.tolist(), k.q_offsets.tolist(), launch.plan.block_m)
+    expected = [m != MERGE_NONE for m in cta_merges(launch.plan, requests)]
+    run = backend.run_traced(x, counters=True, sanitize=True)
+    assert run.sanitizer.clean, run.sanitizer.summary()
+    verify = run.counters.kernel("verify")
+    assert [s.cluster_barriers == 2 for s in verify.cta_shapes] == expected
+    assert any(expected) == (cluster != 8)  # clusters of 8 CTAs here always straddle two row tiles
+    out = run.out.clone()
+    f = parity_figures(out, fp64.run(x))
+    assert f.unwritten == 0 and f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP, f
+    x.fresh_output()
+    again = CudaEmuBackend(ctas=ctas, cluster=cluster, row_groups=row_groups, workers=2).run(x)
+    assert torch.equal(again, out)
+
+
+def test_a_poisoned_key_reaches_the_output_through_a_cluster_merge():
+    """A NaN key in the range of a merging cluster: the merged part carries it (its LSE is NaN, never an
+    empty part), and the combine puts it in every row of that request; the other request stays exact."""
+    case = make_case("poison", batch_size=2, prefix=[300, 40], tree={"kind": "chain", "length": 4})
+    x = generate_inputs(case)
+    reference = get_backend("reference").run(x).clone()
+    backend = CudaEmuBackend(ctas=8, cluster=4)
+    launch = backend.marshaled_launch(x)
+    k = launch.kernel
+    requests = request_extents(k.heads, k.kv_offsets.tolist(), k.q_offsets.tolist(), launch.plan.block_m)
+    assert cta_merges(launch.plan, requests)[:4] == [MERGE_PART] * 4  # key tiles 0-5 of request 0
+    x.k_buffer[x.kv_indices[50], 0, 7] = float("nan")  # key tile 1
+    out = backend.run(x).clone()
+    first = out[: x.q_lens[0]]
+    assert bool(first.isnan().any(-1).all())
     second = out[x.q_lens[0] :]
     f = parity_figures(second, reference[x.q_lens[0] :])
     assert bool(second.isfinite().all()) and f.max_row_ulp <= MAX_ROW_ULP

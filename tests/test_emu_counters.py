@@ -391,7 +391,7 @@ def test_counters_round_trip_and_bad_files_name_the_field(probes, tmp_path):
 
 # --------------------------------------------------------------------- one CTA per work shape --
 
-EXACT_WHEN_SAMPLED = ("barriers", "mma", "ldmatrix", "shuffles")
+EXACT_WHEN_SAMPLED = ("barriers", "mma", "ldmatrix", "shuffles", "cluster_barriers", "cluster_bytes")
 
 
 @pytest.mark.parametrize(
@@ -407,6 +407,13 @@ EXACT_WHEN_SAMPLED = ("barriers", "mma", "ldmatrix", "shuffles")
         (
             {"batch_size": 3, "prefix": [0, 130, 700], "tree": {"kind": "ddtree", "budget": 32}},
             {"row_groups": 3},
+        ),
+        # clusters of 5 CTAs: each merges inside one row tile; they are sampled whole
+        ({"prefix": 2000, "tree": {"kind": "ddtree", "budget": 8}}, {"ctas": 30, "cluster": 5}),
+        # a ragged batch in clusters of 4: some merge a part, some straddle two row tiles and do not
+        (
+            {"batch_size": 3, "prefix": [0, 130, 700], "tree": {"kind": "ddtree", "budget": 32}},
+            {"ctas": 40, "cluster": 4},
         ),
     ],
 )

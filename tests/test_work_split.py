@@ -9,7 +9,14 @@ import random
 import pytest
 
 from ddbench.kernel.plan import plan_launch
-from ddbench.kernel.work_split import RequestExtent, cta_segments, parts_of_row_tile
+from ddbench.kernel.work_split import (
+    MERGE_NONE,
+    MERGE_WHOLE,
+    RequestExtent,
+    cta_merges,
+    cta_segments,
+    parts_of_row_tile,
+)
 
 
 def _batch(rng: random.Random, heads: int, block_m: int) -> list[RequestExtent]:
@@ -49,6 +56,33 @@ def test_ranges_are_balanced_and_cover_every_unit_once(seed):
             pieces = sorted(seen[(r, rt)])
             assert pieces[0][0] == 0 and pieces[-1][1] == g.tiles  # every key tile of it, once, in order
             assert all(a[1] == b[0] for a, b in itertools.pairwise(pieces))
+            assert parts_of_row_tile(plan, requests, r, rt) == written.get((r, rt), [])
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_clusters_merge_only_inside_one_row_tile_and_the_combine_finds_what_is_left(seed):
+    """A cluster whose units lie in one row tile merges (every CTA of it alike, one segment each); the
+    combine then finds the merged part in the slot of the cluster's first CTA, no part of the others, and
+    nothing of a cluster that covered the row tile whole."""
+    rng = random.Random(seed)
+    heads, row_groups, cluster = rng.choice([8, 16]), rng.choice([2, 3]), rng.randint(2, 8)
+    requests = _batch(rng, heads, 16 * row_groups)
+    q_len = max(g.q_len for g in requests)
+    ctas = cluster * rng.choice([1, 2, 5, 23])
+    plan = plan_launch(len(requests), heads, q_len, 1, ctas=ctas, row_groups=row_groups, cluster=cluster)
+    merges = cta_merges(plan, requests)
+    written: dict[tuple[int, int], list[int]] = {}
+    for cta, segments in enumerate(cta_segments(plan, requests)):
+        first = cta - cta % cluster
+        assert merges[cta] == merges[first]  # the cluster decides alike
+        if merges[cta] != MERGE_NONE:
+            assert len(segments) == 1 and segments[0].slot == 2 * cta
+        for s in segments:
+            if s.slot < 0 or merges[cta] == MERGE_WHOLE or (merges[cta] != MERGE_NONE and cta != first):
+                continue
+            written.setdefault((s.request, s.row_tile), []).append(s.slot)
+    for r, g in enumerate(requests):
+        for rt in range(g.row_tiles):
             assert parts_of_row_tile(plan, requests, r, rt) == written.get((r, rt), [])
 
 

@@ -88,10 +88,12 @@ class CudaEmuBackend:
         whole_row_tiles: bool | None = None,
         row_groups: int | None = None,
         dram_pace: float | None = DEFAULT_DRAM_PACE,
+        cluster: int | None = 1,
     ) -> None:
         self.ctas = ctas  # None: the same plan as on a GPU (ddbench/kernel/plan.py)
         self.whole_row_tiles = whole_row_tiles
         self.row_groups = row_groups  # None: the plan's 32 or 48 rows per CTA
+        self.cluster = cluster  # CTAs per thread-block cluster; None: the plan's
         # The GPU the launch is planned for: its SMs (None: an RTX PRO 6000's) and its DRAM pace (None: plan
         # on every SM), see ddbench/kernel/plan.py; profile sets both.
         self.sm_count = sm_count
@@ -114,7 +116,7 @@ class CudaEmuBackend:
         library.ddk_verify_emu.restype = ctypes.c_int
         library.ddk_verify_emu.argtypes = (
             [ctypes.c_void_p] * BUFFERS
-            + [ctypes.c_int] * 8
+            + [ctypes.c_int] * 9
             + [
                 ctypes.c_float,
                 ctypes.c_int,
@@ -125,7 +127,7 @@ class CudaEmuBackend:
         library.ddk_verify_emu_traced.restype = ctypes.c_int
         library.ddk_verify_emu_traced.argtypes = (
             [ctypes.c_void_p] * BUFFERS
-            + [ctypes.c_int] * 8
+            + [ctypes.c_int] * 9
             + [ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int]
             + [ctypes.POINTER(ctypes.c_int64)]
             + [ctypes.POINTER(ctypes.c_uint64)] * 2
@@ -148,7 +150,12 @@ class CudaEmuBackend:
     @property
     def plan_options(self) -> dict[str, int | bool | None]:
         """What this backend forces of the plan (None: the plan's own choice)."""
-        return {"ctas": self.ctas, "whole_row_tiles": self.whole_row_tiles, "row_groups": self.row_groups}
+        return {
+            "ctas": self.ctas,
+            "whole_row_tiles": self.whole_row_tiles,
+            "row_groups": self.row_groups,
+            "cluster": self.cluster,
+        }
 
     def marshaled_launch(self, inputs: VerifyInputs) -> PreparedLaunch:
         """Marshaling and plan; the seam `ddbench selftest`'s mutants use to inject marshaling mistakes."""
@@ -278,6 +285,7 @@ class CudaEmuBackend:
             plan.whole_row_tiles,
             plan.row_groups,
             plan.combine_halves,
+            plan.cluster,
             k.sm_scale,
         ]
         return launch, pointers, scalars

@@ -87,6 +87,7 @@ class CudaKernelBackend:
             launch.plan.whole_row_tiles,
             launch.plan.row_groups,
             launch.plan.combine_halves,
+            launch.plan.cluster,
         )
 
         def kernel_only() -> torch.Tensor:

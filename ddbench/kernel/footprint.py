@@ -3,7 +3,8 @@
 A sampled traced launch (one CTA per work shape) cannot count the launch-wide unique sectors, which are what
 DRAM sees; they follow from the addresses alone: every (token, head) row of Q, every pool row a key slot
 names, the slot list, the offsets, the mask words of draft columns, the output rows of row tiles a CTA covers
-whole (and their LSE), and the fp16 parts of the others (with their scales and LSE). Mirrors
+whole (and their LSE), and the fp16 parts of the others (with their scales and LSE), a merging cluster's
+one part or output rows written where its first CTA's would be. Mirrors
 kernels/verify/verify_attn.cuh; a test checks it against fully emulated launches, sector for sector.
 """
 
@@ -14,7 +15,7 @@ import torch
 from ddbench.inputs.footprint import FP32_BYTES as FP32
 from ddbench.kernel.launch import PreparedLaunch
 from ddbench.kernel.plan import PART_QUARTERS
-from ddbench.kernel.work_split import cta_segments, request_extents
+from ddbench.kernel.work_split import MERGE_NONE, MERGE_WHOLE, cta_merges, cta_segments, request_extents
 from ddbench.mla import HEAD_DIM_V, KV_ROW_BYTES
 
 FP16 = 2
@@ -55,13 +56,17 @@ def verify_unique_sectors(launch: PreparedLaunch, lse: torch.Tensor | None = Non
         used = -(-g.q_len // 32) if g.keys > g.prefix else 0
         pieces.append((k.mask_words.data_ptr() + rows * words * FP32, torch.full_like(rows, used * FP32)))
     out_row = HEAD_DIM_V * launch.out.element_size()
-    for segments in cta_segments(plan, requests):
+    merges = cta_merges(plan, requests)
+    for cta, segments in enumerate(cta_segments(plan, requests)):
+        merge = merges[cta]
+        if merge != MERGE_NONE and cta % plan.cluster:
+            continue  # its rows of the cluster's merge land where the first CTA's would: counted there
         for s in segments:
             g = requests[s.request]
             m = plan.block_m
             valid = min(m, g.rows - s.row_tile * m)
             local = torch.arange(s.row_tile * m, s.row_tile * m + valid, dtype=torch.int64)
-            if s.slot < 0:
+            if s.slot < 0 or merge == MERGE_WHOLE:
                 rows = q_offsets[s.request] * k.heads + local
                 pieces.append((launch.out.data_ptr() + rows * out_row, torch.full_like(rows, out_row)))
                 if lse is not None:

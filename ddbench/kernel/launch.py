@@ -36,10 +36,12 @@ def prepare_launch(
     whole_row_tiles: bool | None = None,
     row_groups: int | None = None,
     dram_pace: float | None = DEFAULT_DRAM_PACE,
+    cluster: int | None = 1,
 ) -> PreparedLaunch:
-    """`sm_count` and `dram_pace` are the GPU's the launch is planned for (by default an RTX PRO 6000's)."""
+    """`sm_count` and `dram_pace` are the GPU's the launch is planned for (by default an RTX PRO 6000's);
+    `cluster` is 1 where the GPU has no thread-block clusters, None to let the plan choose."""
     k = marshal(inputs)
-    return launch_for(k, inputs.o_extend, sm_count, ctas, whole_row_tiles, row_groups, dram_pace)
+    return launch_for(k, inputs.o_extend, sm_count, ctas, whole_row_tiles, row_groups, dram_pace, cluster)
 
 
 def launch_for(
@@ -50,6 +52,7 @@ def launch_for(
     whole_row_tiles: bool | None = None,
     row_groups: int | None = None,
     dram_pace: float | None = DEFAULT_DRAM_PACE,
+    cluster: int | None = 1,
 ) -> PreparedLaunch:
     """The plan and workspace for already-marshaled inputs (the self-test's mutants marshal their own)."""
     plan = plan_launch(
@@ -62,6 +65,7 @@ def launch_for(
         whole_row_tiles,
         row_groups,
         dram_pace,
+        cluster,
     )
     ws_o = ws_lse = ws_scale = None
     if plan.combines:

@@ -75,6 +75,11 @@ WIDE_UNITS_PER_SLOT = 8
 # rate) only where a request is one row tile (102 or 152 CTAs of its 170); the H200 (4.8 TB/s; shared
 # memory binds its SMs) never (141 or more for its 132).
 DRAM_PACE_BY_DEVICE = (("rtx pro 6000", 20.21), ("rtx 5090", 43.95), ("h200", 61.47))
+# Thread-block clusters (sm_90 and later): where every row tile is split into k equal parts, clusters of C
+# CTAs (C dividing k, at most the portable 8) merge their parts through distributed shared memory, leaving
+# k / C parts a row tile for the combine, none where C = k. The plan takes the C that keeps the most CTAs of
+# k (rounding k down to a multiple of C keeps ALIGNED_SHARE of them or more), the larger C on a tie.
+MAX_CLUSTER = 8
 DEFAULT_DRAM_PACE = DRAM_PACE_BY_DEVICE[0][1]  # the emulation plans as if on an RTX PRO 6000
 PACE_MARGIN = 1.15
 
@@ -100,6 +105,7 @@ class LaunchPlan:
     row_tiles: int  # per request at the longest q_len
     row_groups: int  # 2 or 3: 32 or 48 rows per CTA
     combine_halves: int = 1  # 1 or 2: 128 or 256 combine threads per row
+    cluster: int = 1  # CTAs per thread-block cluster (1: none): a cluster within one row tile merges its parts
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -124,7 +130,9 @@ class LaunchPlan:
 
     @property
     def combines(self) -> bool:
-        """Whether the combine kernel runs: row tiles may be split between CTAs."""
+        """Whether the combine kernel runs: row tiles may be split between CTAs. With clusters it runs even
+        where each cluster should merge a row tile whole: the plan sees shapes, and a ragged batch's ranges
+        may not fall on row tiles (the combine's rows then find their parts; the others return)."""
         return self.whole_row_tiles == 0 and self.ctas > 1
 
     @property
@@ -152,14 +160,18 @@ def plan_launch(
     whole_row_tiles: bool | None = None,
     row_groups: int | None = None,
     dram_pace: float | None = None,
+    cluster: int | None = 1,
 ) -> LaunchPlan:
     """Whole row tiles, one per CTA, where balanced ranges would save less than they cost; else one
     wave of CTAs, about MIN_TILES_PER_CTA key tiles or more each, never fewer CTAs than row tiles, and no
     more than keep pace with DRAM where `dram_pace` (the GPU's, see DRAM_PACE_BY_DEVICE) is given.
 
     `ctas` forces the number of CTAs (balanced ranges, with a combine); `whole_row_tiles` forces (True) or
-    forbids (False) one CTA per whole row tile; `row_groups` forces 32 (2) or 48 (3) rows per CTA.
+    forbids (False) one CTA per whole row tile; `row_groups` forces 32 (2) or 48 (3) rows per CTA; `cluster`
+    forces CTAs per cluster (1: none, for GPUs before sm_90), None lets the plan choose (MAX_CLUSTER).
     """
+    if cluster is not None and not 1 <= cluster <= MAX_CLUSTER:
+        raise ValueError(f"cluster must be 1 to {MAX_CLUSTER} CTAs, not {cluster}")
     slots = max(1, sm_count * CTAS_PER_SM)
     rows = max_q_len * heads
     if row_groups is None:  # 48 rows for a long launch, unless 32-row tiles fill waves without parts
@@ -187,8 +199,24 @@ def plan_launch(
         )
     if whole_row_tiles:
         return LaunchPlan(all_row_tiles, max(1, row_tiles), row_tiles, row_groups)
-    halves = 2 if split >= HALVES_FROM_PARTS * all_row_tiles > 0 else 1
-    return LaunchPlan(split, 0, row_tiles, row_groups, halves)  # a forced 0 is the launch's to refuse
+    if cluster is None:
+        split, cluster = _clustered(split, all_row_tiles) if ctas is None else (split, 1)
+    elif split % cluster:
+        raise ValueError(f"{split} CTAs do not divide into clusters of {cluster}")
+    halves = 2 if split // cluster >= HALVES_FROM_PARTS * all_row_tiles > 0 else 1
+    return LaunchPlan(split, 0, row_tiles, row_groups, halves, cluster)  # a forced 0 is the launch's to refuse
+
+
+def _clustered(split: int, all_row_tiles: int) -> tuple[int, int]:
+    """CTAs and CTAs per cluster: where `split` cuts every row tile into k parts, the cluster size that keeps
+    the most of them (k rounded down to its multiple), the larger on a tie; else no clusters."""
+    if all_row_tiles == 0 or split % all_row_tiles:
+        return split, 1
+    k = split // all_row_tiles
+    kept, size = max((k // c * c, c) for c in range(1, min(k, MAX_CLUSTER) + 1))
+    if size == 1 or kept < ALIGNED_SHARE * k:
+        return split, 1
+    return kept * all_row_tiles, size
 
 
 def _split_saves(units: int, all_row_tiles: int, split: int, slots: int) -> float:

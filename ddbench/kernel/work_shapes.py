@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddbench.kernel.plan import BLOCK_N, LaunchPlan
-from ddbench.kernel.work_split import cta_segments, request_extents
+from ddbench.kernel.work_split import MERGE_NONE, cta_merges, cta_segments, request_extents
 
 
 @dataclass(frozen=True)
@@ -42,12 +42,15 @@ def _tile_shape(tile: int, keys: int, prefix: int) -> tuple[int, int, int]:
 def verify_work_shapes(
     plan: LaunchPlan, heads: int, kv_offsets: list[int], q_offsets: list[int]
 ) -> WorkShapes:
-    """Shapes of every CTA of the verify grid, in order of first CTA."""
+    """Shapes of every CTA of the verify grid, in order of first CTA. With clusters the unit is a whole
+    cluster (its CTAs run together): the shape of its CTAs in rank order, each of them a representative."""
     requests = request_extents(heads, kv_offsets, q_offsets, plan.block_m)
+    merges = cta_merges(plan, requests)
     first_of: dict[tuple[object, ...], int] = {}
     count: dict[tuple[object, ...], int] = {}
+    members: list[tuple[object, ...]] = []
     for cta, segments in enumerate(cta_segments(plan, requests)):
-        shape = []
+        shape: list[object] = []
         previous = segments[0].request if segments else 0
         for s in segments:
             g = requests[s.request]
@@ -56,10 +59,20 @@ def verify_work_shapes(
             # requests crossed since the previous segment: each reads that request's offsets
             shape.append((s.request - previous, valid_rows, s.slot < 0, tiles))
             previous = s.request
-        key = tuple(shape)
+        if merges[cta] != MERGE_NONE:  # stages the part, then merges the rows of its rank
+            shape.append((merges[cta], cta % plan.cluster))
+        members.append(tuple(shape))
+        if len(members) < plan.cluster:
+            continue
+        key, first = tuple(members), cta + 1 - len(members)
+        members = []
         if key not in first_of:
-            first_of[key] = cta
+            first_of[key] = first
             count[key] = 0
         count[key] += 1
     order = sorted(first_of, key=first_of.__getitem__)
-    return WorkShapes(tuple(first_of[s] for s in order), tuple(count[s] for s in order))
+    size = plan.cluster
+    return WorkShapes(
+        tuple(first_of[s] + r for s in order for r in range(size)),
+        tuple(count[s] for s in order for _ in range(size)),
+    )

@@ -66,25 +66,64 @@ def cta_of_unit(unit: int, units: int, ctas: int) -> int:
     return ((unit + 1) * ctas - 1) // units
 
 
+MERGE_NONE, MERGE_PART, MERGE_WHOLE = 0, 1, 2  # the kernel's ClusterMerge
+
+
+def cluster_merge(plan: LaunchPlan, units: int, cta: int, tile_base: int, tiles: int) -> int:
+    """How CTA `cta`'s cluster finishes the row tile of units [tile_base, tile_base + tiles): MERGE_NONE (each
+    CTA writes its own part), MERGE_PART (one merged part, in the slot of the cluster's first CTA) or
+    MERGE_WHOLE (the output). Only a cluster whose units all lie in that row tile merges."""
+    if plan.cluster <= 1 or units < plan.ctas:
+        return MERGE_NONE
+    first = cta - cta % plan.cluster
+    begin, end = range_start(first, units, plan.ctas), range_start(first + plan.cluster, units, plan.ctas)
+    if begin < tile_base or end > tile_base + tiles:
+        return MERGE_NONE
+    return MERGE_WHOLE if (begin, end) == (tile_base, tile_base + tiles) else MERGE_PART
+
+
+def cta_merges(plan: LaunchPlan, requests: list[RequestExtent]) -> list[int]:
+    """Every verify CTA's cluster merge (MERGE_NONE for a CTA without work), as the kernel decides it from the
+    row tile its range starts in."""
+    units = sum(g.units for g in requests)
+    starts = [0]
+    for g in requests:
+        starts.append(starts[-1] + g.units)
+    merges = []
+    for cta, segments in enumerate(cta_segments(plan, requests)):
+        if not segments:
+            merges.append(MERGE_NONE)
+            continue
+        s, g = segments[0], requests[segments[0].request]
+        merges.append(cluster_merge(plan, units, cta, starts[s.request] + s.row_tile * g.tiles, g.tiles))
+    return merges
+
+
 def parts_of_row_tile(
     plan: LaunchPlan, requests: list[RequestExtent], request: int, row_tile: int
 ) -> list[int]:
-    """The workspace slots the combine merges for a row tile, in CTA order; [] when one CTA had it whole."""
+    """The workspace slots the combine merges for a row tile, in CTA order; [] when one CTA, or one
+    cluster, had it whole."""
     if plan.whole_row_tiles:
         return []
     units = sum(g.units for g in requests)
-    first_unit = sum(g.units for g in requests[:request]) + row_tile * requests[request].tiles
+    tiles = requests[request].tiles
+    first_unit = sum(g.units for g in requests[:request]) + row_tile * tiles
     first = cta_of_unit(first_unit, units, plan.ctas)
-    last = cta_of_unit(first_unit + requests[request].tiles - 1, units, plan.ctas)
-    if first == last:
+    last = cta_of_unit(first_unit + tiles - 1, units, plan.ctas)
+    if first == last or cluster_merge(plan, units, first, first_unit, tiles) == MERGE_WHOLE:
         return []
     starts_inside = range_start(first, units, plan.ctas) != first_unit
-    busy = [
-        c
-        for c in range(first, last + 1)
-        if range_start(c + 1, units, plan.ctas) > range_start(c, units, plan.ctas)
-    ]
-    return [2 * c + (c == first and starts_inside) for c in busy]
+    slots = []
+    for c in range(first, last + 1):
+        if range_start(c + 1, units, plan.ctas) == range_start(c, units, plan.ctas):
+            continue  # an empty range
+        if cluster_merge(plan, units, c, first_unit, tiles) != MERGE_NONE:
+            if c % plan.cluster == 0:
+                slots.append(2 * c)
+            continue
+        slots.append(2 * c + (c == first and starts_inside))
+    return slots
 
 
 def cta_segments(plan: LaunchPlan, requests: list[RequestExtent]) -> Iterator[list[Segment]]:

@@ -616,7 +616,18 @@ void close_instruction(Worker& w, const MemInstr& m) {
     add_sectors(t, c, m.addr, m.mask, m.width);
     ++ph.ops[static_cast<int>(m.store ? Op::StGlobal : Op::LdGlobal)];
   } else if (m.kind == 3) {  // ld_cluster: served by the other CTA's shared memory, over the cluster's network
-    const std::uint64_t bytes = std::uint64_t{lanes} * m.width;
+    // The distinct bytes the warp's lanes read: lanes on one address share one transfer (a broadcast).
+    std::uint64_t lo[32];
+    unsigned n = 0;
+    for (unsigned l = 0; l < 32; ++l)
+      if (m.mask >> l & 1u) lo[n++] = m.addr[l];
+    std::sort(lo, lo + n);
+    std::uint64_t bytes = 0, covered = 0;
+    for (unsigned i = 0; i < n; ++i) {
+      const std::uint64_t begin = std::max(lo[i], covered), end = lo[i] + m.width;
+      if (end > begin) bytes += end - begin;
+      covered = std::max(covered, end);
+    }
     c.cluster_bytes += bytes;
     ph.cluster_bytes += bytes;
     ++ph.ops[static_cast<int>(Op::LdCluster)];

@@ -49,6 +49,7 @@ constexpr int kStageBytes = kBlockN * kSmemRowBytes;  // 37,376
 constexpr int kReduceBytesPerGroup = 4 * kGroupRows * kBlockN * 4;  // 8,192
 constexpr int kMaskBytesPerGroup = kGroupRows * 2 * 4;             // the two words of each row: 128
 constexpr int kCursorBytes = 6 * 16;  // two cursors and their requests' extents, the range, two segment slots
+                                      // and the CTA's cluster merge (see cluster_merge)
 constexpr int kSmemFixedBytes = kStages * kStageBytes + kCursorBytes;  // 74,848
 constexpr int kSmemBytesPerGroup = kReduceBytesPerGroup + kMaskBytesPerGroup;
 constexpr int kMaxSmemBytes = kSmemFixedBytes + kMaxGroups * kSmemBytesPerGroup;  // 99,808 <= 101,376
@@ -90,6 +91,7 @@ struct VerifyParams {
   int whole_row_tiles;          // > 0: CTA c = row tile c % whole_row_tiles of request c / whole_row_tiles, whole
   int row_groups;               // 2 or 3: 16 rows and 128 threads each (the launch's block is 128 * row_groups)
   int combine_halves;           // 1 or 2: the combine's block is 128 * combine_halves threads
+  int cluster;                  // CTAs per thread-block cluster of the verify launch (1: none; sm_90 and later)
   float scale_log2;             // sm_scale * log2(e): scores live in the exp2 domain
 };
 
@@ -208,6 +210,27 @@ DDK_HOST_DEVICE int64_t range_start(int64_t c, int64_t units, int64_t ctas) { re
 // The CTA whose range holds unit u: the last c with range_start(c) <= u (empty ranges come before it).
 DDK_HOST_DEVICE int64_t cta_of_unit(int64_t u, int64_t units, int64_t ctas) { return ((u + 1) * ctas - 1) / units; }
 
+// How a cluster's CTAs finish: each writes its own part (none), or, when the cluster's units [begin, end) lie
+// in one row tile [tile_base, tile_base + tiles), they stage their parts in shared memory and merge them
+// through distributed shared memory into one part of the workspace (part) or, covering the row tile, into
+// the output (whole). Every CTA of the cluster and the combine decide it by the same arithmetic.
+enum ClusterMerge : int { kMergeNone = 0, kMergePart = 1, kMergeWhole = 2 };
+
+DDK_HOST_DEVICE int cluster_merge(int64_t begin, int64_t end, int64_t tile_base, int64_t tiles) {
+  if (begin < tile_base || end > tile_base + tiles) return kMergeNone;
+  return begin == tile_base && end == tile_base + tiles ? kMergeWhole : kMergePart;
+}
+
+// The units of the cluster holding CTA c, [begin, end); only with clusters and no empty range (units >= ctas).
+DDK_HOST_DEVICE bool cluster_units(int64_t c, int64_t units, int64_t ctas, int64_t cluster, int64_t& begin,
+                                   int64_t& end) {
+  if (cluster <= 1 || units < ctas) return false;
+  const int64_t c0 = c - c % cluster;
+  begin = range_start(c0, units, ctas);
+  end = range_start(c0 + cluster, units, ctas);
+  return true;
+}
+
 // 32 keys x 72 chunks: with n = threads / 72 (3 or 5), thread t < 72n copies chunk t % 72 of keys t / 72,
 // t / 72 + n, ...; consecutive threads take consecutive chunks of a row (coalesced), and each thread's
 // addresses step by a constant, so nothing but its column stays in registers through the tile loop. Keys past
@@ -284,10 +307,84 @@ DDK_HOST_DEVICE int part_column(int position) {
   return quarter * kColSlice + (2 * j + e / 2) * 8 + 2 * lc + e % 2;
 }
 
+constexpr int kCombineHalf = 128;  // threads of a combine half, and of a row being merged in a cluster
+constexpr int kMaxCluster = 8;     // CTAs of a cluster at most: the portable size
+
+// A merging cluster's CTAs stage their parts over the stages (free after the last tile), in the workspace's
+// layout: block_m rows of 512 fp16 (part_column order), then every row's 4 quarter scales, then its LSE.
+DDK_DEVICE uint16_t* staged_o(char* smem) { return reinterpret_cast<uint16_t*>(smem); }
+DDK_DEVICE float* staged_scale(char* smem, int block_m) {
+  return reinterpret_cast<float*>(smem + block_m * kDimV * 2);
+}
+DDK_DEVICE float* staged_lse(char* smem, int block_m) { return staged_scale(smem, block_m) + block_m * kPartQuarters; }
+static_assert(kMaxGroups * kGroupRows * (kDimV * 2 + kPartQuarters * 4 + 4) <= kStages * kStageBytes,
+              "a staged part fits in the stages");
+
+DDK_DEVICE float warp_max(float v) {
+  for (int k = 16; k > 0; k /= 2) v = fmaxf(v, ddk::shfl_xor(v, k));
+  return v;
+}
+
+// Rank r of a merging cluster merges rows r, r + C, ... of the row tile from every CTA's staged part, in rank
+// order and with the combine's arithmetic, into the output (whole: bit for bit what the combine makes of
+// those parts) or into one part of the workspace, the slot of the cluster's first CTA. 128 threads a row (4
+// stored positions each, a warp a quarter), row_groups rows at a time.
+DDK_DEVICE void merge_cluster_parts(const VerifyParams& p, char* smem, const Request& g, int row_tile, bool whole) {
+  const int block_m = kGroupRows * p.row_groups;
+  const int rank = static_cast<int>(ddk::cluster_ctarank()), size = static_cast<int>(ddk::cluster_nctarank());
+  const int rows = g.rows - row_tile * block_m < block_m ? g.rows - row_tile * block_m : block_m;
+  const uint16_t* so = staged_o(smem);
+  const float* scales = staged_scale(smem, block_m);
+  const float* lses = staged_lse(smem, block_m);
+  const int t = ddk::thread_idx_x(), position = t % kCombineHalf * 4, quarter = position / kColSlice;
+  const int64_t first_part = static_cast<int64_t>(2 * (static_cast<int>(ddk::block_idx_x()) - rank)) * block_m;
+  for (int m = rank + size * (t / kCombineHalf); m < rows; m += size * p.row_groups) {  // uniform per warp
+    float lse[kMaxCluster], best = kNegInf;
+    for (int q = 0; q < kMaxCluster; ++q) {  // unrolled: the LSEs stay in registers
+      lse[q] = q < size ? ddk::ld_cluster(lses + m, static_cast<unsigned>(q)) : kNegInf;
+      best = fmaxf(best, lse[q]);
+    }
+    const float base = best == kNegInf ? 0.f : best;
+    float weight_sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int q = 0; q < size; ++q) {
+      const float w = ddk::fast_exp2(lse[q] - base);
+      weight_sum += w;
+      if (w == 0.f) continue;
+      const Half4 v = ddk::ld_cluster(reinterpret_cast<const Half4*>(so + (m * kDimV + position)), static_cast<unsigned>(q));
+      const float wu = w * ddk::ld_cluster(scales + (m * kPartQuarters + quarter), static_cast<unsigned>(q));
+      acc[0] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.lo & 0xffffu));
+      acc[1] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.lo >> 16));
+      acc[2] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.hi & 0xffffu));
+      acc[3] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.hi >> 16));
+    }
+    const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
+    if (whole) {
+      const int64_t row = static_cast<int64_t>(g.q_base) * p.heads + row_tile * block_m + m;
+      uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + (row * kDimV + part_column(position)));
+      ddk::st_global(dst + 0, ddk::pack_bf16x2(acc[0] * inv, acc[1] * inv));
+      ddk::st_global(dst + 4, ddk::pack_bf16x2(acc[2] * inv, acc[3] * inv));
+      if (p.lse != nullptr && t % kCombineHalf == 0)
+        ddk::st_global(p.lse + row, weight_sum > 0.f ? (base + log2f(weight_sum)) * kLn2 : kNegInf);
+      continue;
+    }
+    float largest = 0.f;
+    for (int e = 0; e < 4; ++e) largest = fmaxf(largest, finite_abs(acc[e] * inv));
+    const PartScale scale = part_scale(warp_max(largest));
+    const float s = inv * scale.inverse;
+    const int64_t part = first_part + m;
+    ddk::st_global(reinterpret_cast<Half4*>(p.ws_o + (part * kDimV + position)),
+                   Half4{ddk::pack_f16x2(acc[0] * s, acc[1] * s), ddk::pack_f16x2(acc[2] * s, acc[3] * s)});
+    if (ddk::lane_id() == 0) ddk::st_global(p.ws_scale + (part * kPartQuarters + quarter), scale.unit);
+    const bool seen = weight_sum > 0.f || weight_sum != weight_sum;  // NaN reaches the combine
+    if (t % kCombineHalf == 0) ddk::st_global(p.ws_lse + part, seen ? base + log2f(weight_sum) : kNegInf);
+  }
+}
+
 // Row tile `row_tile` of request g over key tiles [tile_begin, tile_end). slot < 0: the segment is the row tile
-// whole and writes the output; else it writes partial `slot` of the workspace for the combine.
+// whole and writes the output; else it writes partial `slot` of the workspace for the combine, or, in a
+// merging cluster (*merge_word), stages it in shared memory and merges it with the cluster's others.
 DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g, int row_tile, int tile_begin,
-                            int tile_end, const int* slot_word) {
+                            int tile_end, const int* slot_word, const int* merge_word) {
   float* reduce = reinterpret_cast<float*>(smem + kStages * kStageBytes);
   const int block_m = kGroupRows * p.row_groups, threads = kGroupThreads * p.row_groups;
   uint32_t* mask_words =
@@ -464,7 +561,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
         ddk::st_global(dst + (n * 8 + 2 * lc) / 2, ddk::pack_bf16x2(o[n][2 * h] * inv[h], o[n][2 * h + 1] * inv[h]));
       if (p.lse != nullptr && (ddk::thread_idx_x_here() & 0x63u) == 0)  // quarter 0, lc 0 (see below)
         ddk::st_global(p.lse + grow, lse2 * kLn2);
-    } else {
+    } else if (ddk::ld_shared(merge_word) == kMergeNone) {
       const int64_t part = static_cast<int64_t>(slot) * block_m + group * 16 + lr + 8 * h;
       const float s = inv[h] * scale[h].inverse;  // a power of two times inv: the same bits as two products
       Half4* dst = reinterpret_cast<Half4*>(p.ws_o + (part * kDimV + quarter * kColSlice));
@@ -477,13 +574,31 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
       const unsigned t = ddk::thread_idx_x_here();
       if ((t & 3u) == 0) ddk::st_global(p.ws_scale + (part * kPartQuarters + quarter), scale[h].unit);
       if ((t & 0x63u) == 0) ddk::st_global(p.ws_lse + part, lse2);
+    } else {  // the same part, staged for the cluster's merge
+      const int m = group * 16 + lr + 8 * h;
+      const float s = inv[h] * scale[h].inverse;
+      Half4* dst = reinterpret_cast<Half4*>(staged_o(smem) + (m * kDimV + quarter * kColSlice));
+      for (int j = 0; j < kOutTiles / 2; ++j)
+        ddk::st_shared(dst + (j * 4 + lc),
+                       Half4{ddk::pack_f16x2(o[2 * j][2 * h] * s, o[2 * j][2 * h + 1] * s),
+                             ddk::pack_f16x2(o[2 * j + 1][2 * h] * s, o[2 * j + 1][2 * h + 1] * s)});
+      const unsigned t = ddk::thread_idx_x_here();
+      if ((t & 3u) == 0) ddk::st_shared(staged_scale(smem, block_m) + (m * kPartQuarters + quarter), scale[h].unit);
+      if ((t & 0x63u) == 0) ddk::st_shared(staged_lse(smem, block_m) + m, lse2);
     }
+  }
+  const int merge = ddk::ld_shared(merge_word);
+  if (slot >= 0 && merge != kMergeNone) {  // uniform over the cluster
+    ddk::sync_cluster();  // every CTA's part is staged
+    merge_cluster_parts(p, smem, g, row_tile, merge == kMergeWhole);
+    ddk::sync_cluster();  // no CTA leaves while another still reads its part
   }
 }
 
 // The CTA's range of units, where its first segment starts and that segment's request, from the offsets (the
 // same loads in every CTA).
-DDK_DEVICE void first_range(const VerifyParams& p, int cta, Range& range, Cursor& at, Request& g) {
+DDK_DEVICE void first_range(const VerifyParams& p, int cta, Range& range, Cursor& at, Request& g, int& merge) {
+  merge = kMergeNone;
   if (p.whole_row_tiles > 0) {  // one row tile whole, its units counted from its request's first
     const int request = cta / p.whole_row_tiles, row_tile = cta % p.whole_row_tiles;
     g = request_at(p, request);
@@ -508,6 +623,11 @@ DDK_DEVICE void first_range(const VerifyParams& p, int cta, Range& range, Cursor
   range = Range{begin, range_start(cta + 1, units, p.num_ctas)};
   at = Cursor{request_base, static_cast<int32_t>(begin - request_base), request};
   g = request_at(p, request);
+  int64_t cluster_begin, cluster_end;
+  if (g.tiles > 0 && cluster_units(cta, units, p.num_ctas, p.cluster, cluster_begin, cluster_end)) {
+    const int64_t tile_base = request_base + (begin - request_base) / g.tiles * g.tiles;  // begin's row tile
+    merge = cluster_merge(cluster_begin, cluster_end, tile_base, g.tiles);
+  }
 }
 
 DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const VerifyParams p) {
@@ -516,12 +636,14 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
   Cursor* cursor = reinterpret_cast<Cursor*>(smem + (smem_bytes(p.row_groups) - kCursorBytes));
   Extent* extent = reinterpret_cast<Extent*>(cursor + 2);
   Range* range = reinterpret_cast<Range*>(extent + 2);
-  int* slot_words = reinterpret_cast<int*>(range + 1);
+  int* slot_words = reinterpret_cast<int*>(range + 1);  // two segment slots, then the cluster merge
   if (ddk::thread_idx_x() == 0) {
     Range first;
     Cursor at;
     Request g;
-    first_range(p, cta, first, at, g);
+    int merge;
+    first_range(p, cta, first, at, g, merge);
+    ddk::st_shared(slot_words + 2, merge);
     ddk::st_shared(range, first);
     ddk::st_shared(cursor, at);
     ddk::st_shared(extent, Extent{g.q_base, g.q_len, g.key_base, g.keys});
@@ -551,7 +673,7 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
       ddk::st_shared(extent + (k ^ 1), Extent{g.q_base, g.q_len, g.key_base, g.keys});
       ddk::st_shared(slot_words + k, slot);  // rewritten two segments on, after this one's barriers
     }
-    run_segment(p, smem, g, row_tile, tile_begin, tile_end, slot_words + k);
+    run_segment(p, smem, g, row_tile, tile_begin, tile_end, slot_words + k, slot_words + 2);
   }
 }
 
@@ -561,7 +683,20 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
 // in shared memory, half 0's sum first. The parts are found from the same unit arithmetic as the verify
 // kernel and merged in CTA order (by two halves: the even and the odd parts, then their sums), so the result
 // does not depend on which CTA finished first.
-constexpr int kCombineHalf = 128;
+// The workspace slot CTA c (first <= c, the CTA holding the row tile's first unit) holds of the row tile of
+// units [unit0, unit0 + tiles), or -1: CTA `first` holds it in slot 1 unless the row tile starts its range,
+// later CTAs in slot 0 (their range starts inside the row tile); a CTA with an empty range (more CTAs than
+// units) holds none, nor does a CTA of a merging cluster but its first, which holds the cluster's merge.
+DDK_DEVICE int64_t part_slot(const VerifyParams& p, int64_t c, int64_t first, int64_t units, int64_t unit0,
+                             int64_t tiles) {
+  if (units < p.num_ctas && range_start(c + 1, units, p.num_ctas) == range_start(c, units, p.num_ctas)) return -1;
+  int64_t cluster_begin, cluster_end;
+  if (cluster_units(c, units, p.num_ctas, p.cluster, cluster_begin, cluster_end) &&
+      cluster_merge(cluster_begin, cluster_end, unit0, tiles) != kMergeNone)
+    return c % p.cluster == 0 ? 2 * c : -1;
+  return 2 * c + (c == first && range_start(first, units, p.num_ctas) != unit0 ? 1 : 0);
+}
+
 constexpr int kCombineSmemBytes = 5 * kCombineHalf * 4;  // half 1's four sums and weight per thread
 
 DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
@@ -575,16 +710,15 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   const int64_t first = cta_of_unit(unit0, units, p.num_ctas);
   const int64_t last = cta_of_unit(unit0 + tiles - 1, units, p.num_ctas);
   if (first == last) return;  // the row tile was one CTA's whole segment: the verify kernel wrote it
+  int64_t cluster_begin, cluster_end;
+  if (cluster_units(first, units, p.num_ctas, p.cluster, cluster_begin, cluster_end) &&
+      cluster_merge(cluster_begin, cluster_end, unit0, tiles) == kMergeWhole)
+    return;  // one cluster merged the whole row tile into the output
 
-  // The part in CTA `first` is its slot 1 unless the row tile starts that CTA's range; later CTAs hold it in
-  // slot 0 (their range starts inside the row tile), except CTAs with an empty range (more CTAs than units).
-  const bool first_is_slot1 = range_start(first, units, p.num_ctas) != unit0;
-  const bool sparse = units < p.num_ctas;  // only then can a CTA's range be empty
   float best = kNegInf;
   for (int64_t c = first; c <= last; ++c) {
-    if (sparse && range_start(c + 1, units, p.num_ctas) == range_start(c, units, p.num_ctas)) continue;  // idle
-    const int64_t part = (2 * c + (c == first && first_is_slot1 ? 1 : 0)) * block_m + m;
-    best = fmaxf(best, ddk::ld_global(p.ws_lse + part));
+    const int64_t slot = part_slot(p, c, first, units, unit0, tiles);
+    if (slot >= 0) best = fmaxf(best, ddk::ld_global(p.ws_lse + (slot * block_m + m)));
   }
   const float base = best == kNegInf ? 0.f : best;
   float weight_sum = 0.f;
@@ -593,9 +727,10 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   const int position = t % kCombineHalf * 4, quarter = position / kColSlice;
   int busy = 0;  // parts seen so far: half h merges those with busy % 2 == h
   for (int64_t c = first; c <= last; ++c) {
-    if (sparse && range_start(c + 1, units, p.num_ctas) == range_start(c, units, p.num_ctas)) continue;
+    const int64_t slot = part_slot(p, c, first, units, unit0, tiles);
+    if (slot < 0) continue;
     if (busy++ % p.combine_halves != half) continue;
-    const int64_t part = (2 * c + (c == first && first_is_slot1 ? 1 : 0)) * block_m + m;
+    const int64_t part = slot * block_m + m;
     const float w = ddk::fast_exp2(ddk::ld_global(p.ws_lse + part) - base);  // an empty part has lse -inf
     weight_sum += w;
     if (w == 0.f) continue;

@@ -13,7 +13,8 @@ ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, cons
                                      const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
                                      uint16_t* out, float* lse, uint16_t* ws_o, float* ws_lse, float* ws_scale,
                                      int total_rows, int heads, int mask_words_per_row, int batch, int num_ctas,
-                                     int whole_row_tiles, int row_groups, int combine_halves, float sm_scale) {
+                                     int whole_row_tiles, int row_groups, int combine_halves, int cluster,
+                                     float sm_scale) {
   ddk_verify::VerifyParams p{};
   p.q = q;
   p.kv = kv;
@@ -34,6 +35,7 @@ ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, cons
   p.whole_row_tiles = whole_row_tiles;
   p.row_groups = row_groups;
   p.combine_halves = combine_halves;
+  p.cluster = cluster;
   p.scale_log2 = static_cast<float>(static_cast<double>(sm_scale) * 1.4426950408889634);
   return p;
 }
@@ -45,14 +47,19 @@ ddk::emu::Status launch_both(const ddk_verify::VerifyParams& p, ddk::emu::Launch
   if (!groups_ok || (p.combine_halves != 1 && p.combine_halves != 2))
     return {ddk::emu::kInvalidLaunch, "row_groups must be 2 or 3 and combine_halves 1 or 2, not " +
                                           std::to_string(p.row_groups) + " and " + std::to_string(p.combine_halves)};
+  if (p.cluster < 1 || p.cluster > 8 || p.num_ctas % p.cluster != 0 || (p.cluster > 1 && p.whole_row_tiles > 0))
+    return {ddk::emu::kInvalidLaunch, "cluster must be 1 to 8 CTAs dividing num_ctas, and 1 with whole row "
+                                      "tiles, not " + std::to_string(p.cluster) + " of " + std::to_string(p.num_ctas)};
   const ddk::emu::Dim3 grid(static_cast<unsigned>(p.num_ctas));
   options.kernel_name = "verify";
+  options.cluster_x = static_cast<unsigned>(p.cluster);
   const unsigned threads = ddk_verify::kGroupThreads * p.row_groups;
   ddk::emu::Status status = ddk::emu::launch_with(options, ddk_verify::verify_attention_kernel, grid, threads,
                                                   ddk_verify::smem_bytes(p.row_groups), p);
   options.cta_subset = nullptr;
   options.cta_weights = nullptr;
   options.n_cta_subset = 0;
+  options.cluster_x = 1;
   if (status.ok() && p.whole_row_tiles == 0 && p.num_ctas > 1) {
     options.kernel_name = "combine";
     status = ddk::emu::launch_with(options, ddk_verify::combine_parts_kernel,
@@ -74,11 +81,12 @@ extern "C" int ddk_verify_emu(const uint16_t* q, const uint16_t* kv, const int32
                               const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
                               uint16_t* out, float* lse, uint16_t* ws_o, float* ws_lse, float* ws_scale,
                               int total_rows, int heads, int mask_words_per_row, int batch, int num_ctas,
-                              int whole_row_tiles, int row_groups, int combine_halves, float sm_scale, int workers,
-                              char* error, int error_len) {
+                              int whole_row_tiles, int row_groups, int combine_halves, int cluster, float sm_scale,
+                              int workers, char* error, int error_len) {
   const ddk_verify::VerifyParams p =
       make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale, total_rows,
-                  heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups, combine_halves, sm_scale);
+                  heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups, combine_halves, cluster,
+                  sm_scale);
   if (total_rows == 0 || batch == 0) return 0;
   ddk::emu::LaunchOptions options;
   options.workers = workers;
@@ -95,7 +103,7 @@ extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, cons
                                      const uint32_t* mask_words, uint16_t* out, float* lse, uint16_t* ws_o,
                                      float* ws_lse, float* ws_scale, int total_rows, int heads, int mask_words_per_row,
                                      int batch, int num_ctas, int whole_row_tiles, int row_groups,
-                                     int combine_halves, float sm_scale, int workers,
+                                     int combine_halves, int cluster, float sm_scale, int workers,
                                      int flags, int late_wait_phases, const int64_t* buffer_bytes,
                                      const uint64_t* subset, const uint64_t* weights, int64_t n_subset,
                                      char** counters_json, char** sanitizer_json, char* error, int error_len) {
@@ -103,7 +111,8 @@ extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, cons
   *sanitizer_json = nullptr;
   const ddk_verify::VerifyParams p =
       make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale, total_rows,
-                  heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups, combine_halves, sm_scale);
+                  heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups, combine_halves, cluster,
+                  sm_scale);
   const void* bases[11] = {q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale};
   static const char* const names[11] = {"q",          "kv",  "kv_slots", "kv_offsets", "q_offsets", "mask_words",
                                         "out",        "lse", "ws_o",     "ws_lse",     "ws_scale"};

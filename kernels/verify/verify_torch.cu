@@ -39,7 +39,8 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
             const at::Tensor& q_offsets, const at::Tensor& mask_words, at::Tensor& out,
             const c10::optional<at::Tensor>& lse, at::Tensor& ws_o, at::Tensor& ws_lse, at::Tensor& ws_scale,
             double sm_scale,
-            int64_t num_ctas, int64_t whole_row_tiles, int64_t row_groups, int64_t combine_halves) {
+            int64_t num_ctas, int64_t whole_row_tiles, int64_t row_groups, int64_t combine_halves,
+            int64_t cluster) {
   TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
   const at::Device device = q.device();
   check(q, "q", at::kBFloat16, device);
@@ -64,6 +65,9 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
   TORCH_CHECK(num_ctas >= 1 && num_ctas < (int64_t{1} << 30) && whole_row_tiles >= 0, "bad launch geometry");
   TORCH_CHECK(row_groups == 2 || row_groups == ddk_verify::kMaxGroups, "row_groups must be 2 or 3, not ", row_groups);
   TORCH_CHECK(combine_halves == 1 || combine_halves == 2, "combine_halves must be 1 or 2, not ", combine_halves);
+  TORCH_CHECK(cluster >= 1 && cluster <= 8 && num_ctas % cluster == 0 && (cluster == 1 || whole_row_tiles == 0),
+              "cluster must be 1 to 8 CTAs dividing num_ctas (", num_ctas, "), and 1 with whole row tiles, not ",
+              cluster);
   const int64_t block_m = ddk_verify::kGroupRows * row_groups;
   check_aligned(q, "q", 16);
   check_aligned(kv, "kv", 16);
@@ -72,7 +76,7 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
     check(*lse, "lse", at::kFloat, device);
     TORCH_CHECK(lse->numel() == q.size(0) * q.size(1), "lse must hold T * H values");
   }
-  const bool combines = whole_row_tiles == 0 && num_ctas > 1;
+  const bool combines = whole_row_tiles == 0 && num_ctas > 1;  // clusters may merge every row tile, or not
   if (whole_row_tiles > 0)
     TORCH_CHECK(num_ctas == batch * whole_row_tiles, "whole row tiles: num_ctas must be bs * row tiles");
   if (combines) {
@@ -109,12 +113,29 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
   p.whole_row_tiles = static_cast<int>(whole_row_tiles);
   p.row_groups = static_cast<int>(row_groups);
   p.combine_halves = static_cast<int>(combine_halves);
+  p.cluster = static_cast<int>(cluster);
   p.scale_log2 = static_cast<float>(sm_scale * 1.4426950408889634);
 
   allow_shared_memory(device.index());
   auto stream = at::cuda::getCurrentCUDAStream();
-  ddk_verify::verify_attention_kernel<<<static_cast<unsigned>(num_ctas), ddk_verify::kGroupThreads * p.row_groups,
-                                        ddk_verify::smem_bytes(p.row_groups), stream>>>(p);
+  if (cluster > 1) {
+    int major = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index()));
+    TORCH_CHECK(major >= 9, "thread-block clusters need sm_90 or later; this GPU is sm_", major, "x");
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(num_ctas));
+  config.blockDim = dim3(ddk_verify::kGroupThreads * p.row_groups);
+  config.dynamicSmemBytes = ddk_verify::smem_bytes(p.row_groups);
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  config.attrs = &attribute;
+  config.numAttrs = cluster > 1 ? 1 : 0;
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, ddk_verify::verify_attention_kernel, p));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (combines) {
     ddk_verify::combine_parts_kernel<<<p.total_rows, ddk_verify::kCombineHalf * p.combine_halves,
