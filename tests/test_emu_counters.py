@@ -410,10 +410,10 @@ EXACT_WHEN_SAMPLED = ("barriers", "mma", "ldmatrix", "shuffles", "cluster_barrie
         ),
         # clusters of 5 CTAs: each merges inside one row tile; they are sampled whole
         ({"prefix": 2000, "tree": {"kind": "ddtree", "budget": 8}}, {"ctas": 30, "cluster": 5}),
-        # a ragged batch in clusters of 4: some merge a part, some straddle two row tiles and do not
+        # a ragged batch in clusters of 3: some merge a part, some straddle two row tiles and do not
         (
             {"batch_size": 3, "prefix": [0, 130, 700], "tree": {"kind": "ddtree", "budget": 32}},
-            {"ctas": 40, "cluster": 4},
+            {"ctas": 60, "cluster": 3},  # 18 CTAs merge, 42 do not
         ),
     ],
 )

@@ -560,13 +560,43 @@ def test_the_pace_never_takes_split_ranges_below_the_row_tiles_or_above_the_rang
     ):
         keys = batch * (prefix + q_len)
         free = plan_launch(batch, heads, q_len, keys, whole_row_tiles=False)
-        paced = plan_launch(batch, heads, q_len, keys, whole_row_tiles=False, dram_pace=DEFAULT_DRAM_PACE)
+        # (clusters may round the paced split down again: test_clusters_where_the_parts_cost_more_than_...)
+        paced = plan_launch(
+            batch, heads, q_len, keys, whole_row_tiles=False, dram_pace=DEFAULT_DRAM_PACE, cluster=1
+        )
         shape = (batch, heads, q_len, prefix)
         assert paced.ctas <= free.ctas and paced.row_groups == free.row_groups, shape
         if paced.ctas < free.ctas:
             target = paced.row_tiles * paced.row_groups * DEFAULT_DRAM_PACE * PACE_MARGIN
             assert batch * paced.row_tiles <= paced.ctas <= max(batch * paced.row_tiles, target + 1), shape
             assert paced.ctas >= min(free.ctas, ALIGNED_SHARE * target), shape
+
+
+@pytest.mark.parametrize(
+    ("batch", "heads", "q_len", "prefix", "pace", "ctas", "cluster"),
+    [
+        (1, 8, 9, 32768, 20.21, 140, 7),  # 70 parts a row tile, merged by clusters of 7: 10 parts left
+        (16, 8, 9, 4096, 20.21, 128, 4),  # 4 parts a row tile: one cluster merges each row tile whole
+        (1, 8, 65, 4096, 20.21, 176, 8),  # 11 row tiles of 17 parts: 16 each (94 %) in two clusters of 8
+        (1, 8, 9, 4096, 20.21, 97, 1),  # 4 tiles a CTA: the merge would cost about one of them
+        (1, 8, 9, 32768, 61.47, 132, 1),  # the H200: its parts cost 2 tiles over its fast DRAM
+        (1, 8, 9, 32768, None, 188, 1),  # no pace, no estimate of what the parts cost: no clusters
+    ],
+)
+def test_clusters_where_the_parts_cost_more_than_the_merge(batch, heads, q_len, prefix, pace, ctas, cluster):
+    sm_count = 132 if pace == 61.47 else 188
+    plan = plan_launch(batch, heads, q_len, batch * (prefix + q_len), sm_count, dram_pace=pace)
+    assert (plan.ctas, plan.cluster) == (ctas, cluster)
+    assert plan.ctas % plan.cluster == 0 and plan.combines
+
+
+def test_a_forced_cluster_must_fit():
+    assert plan_launch(1, 8, 9, 32777, ctas=40, cluster=8).cluster == 8
+    assert plan_launch(1, 8, 9, 32777, ctas=40).cluster == 1  # forced CTAs: no clusters unless asked
+    with pytest.raises(ValueError, match="do not divide into clusters of 3"):
+        plan_launch(1, 8, 9, 32777, ctas=40, cluster=3)
+    with pytest.raises(ValueError, match="cluster must be 1 to 8"):
+        plan_launch(1, 8, 9, 32777, ctas=40, cluster=9)
 
 
 @pytest.mark.parametrize("forced", [1, 2, 5, 13, 64])

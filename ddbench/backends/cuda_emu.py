@@ -88,12 +88,12 @@ class CudaEmuBackend:
         whole_row_tiles: bool | None = None,
         row_groups: int | None = None,
         dram_pace: float | None = DEFAULT_DRAM_PACE,
-        cluster: int | None = 1,
+        cluster: int | None = None,
     ) -> None:
         self.ctas = ctas  # None: the same plan as on a GPU (ddbench/kernel/plan.py)
         self.whole_row_tiles = whole_row_tiles
         self.row_groups = row_groups  # None: the plan's 32 or 48 rows per CTA
-        self.cluster = cluster  # CTAs per thread-block cluster; None: the plan's
+        self.cluster = cluster  # CTAs per thread-block cluster; None: the plan's (the emulation has clusters)
         # The GPU the launch is planned for: its SMs (None: an RTX PRO 6000's) and its DRAM pace (None: plan
         # on every SM), see ddbench/kernel/plan.py; profile sets both.
         self.sm_count = sm_count

@@ -64,6 +64,7 @@ class CudaKernelBackend:
             inputs,
             sm_count=device.multi_processor_count,
             dram_pace=dram_pace_of(device.name),
+            cluster=None if device.major >= 9 else 1,  # thread-block clusters from sm_90
             ctas=self.ctas,
             whole_row_tiles=self.whole_row_tiles,
             row_groups=self.row_groups,

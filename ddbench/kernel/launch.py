@@ -36,7 +36,7 @@ def prepare_launch(
     whole_row_tiles: bool | None = None,
     row_groups: int | None = None,
     dram_pace: float | None = DEFAULT_DRAM_PACE,
-    cluster: int | None = 1,
+    cluster: int | None = None,
 ) -> PreparedLaunch:
     """`sm_count` and `dram_pace` are the GPU's the launch is planned for (by default an RTX PRO 6000's);
     `cluster` is 1 where the GPU has no thread-block clusters, None to let the plan choose."""
@@ -52,7 +52,7 @@ def launch_for(
     whole_row_tiles: bool | None = None,
     row_groups: int | None = None,
     dram_pace: float | None = DEFAULT_DRAM_PACE,
-    cluster: int | None = 1,
+    cluster: int | None = None,
 ) -> PreparedLaunch:
     """The plan and workspace for already-marshaled inputs (the self-test's mutants marshal their own)."""
     plan = plan_launch(

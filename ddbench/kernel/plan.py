@@ -78,8 +78,16 @@ DRAM_PACE_BY_DEVICE = (("rtx pro 6000", 20.21), ("rtx 5090", 43.95), ("h200", 61
 # Thread-block clusters (sm_90 and later): where every row tile is split into k equal parts, clusters of C
 # CTAs (C dividing k, at most the portable 8) merge their parts through distributed shared memory, leaving
 # k / C parts a row tile for the combine, none where C = k. The plan takes the C that keeps the most CTAs of
-# k (rounding k down to a multiple of C keeps ALIGNED_SHARE of them or more), the larger C on a tie.
+# k (rounding k down to a multiple of C keeps ALIGNED_SHARE of them or more), the larger C on a tie, and
+# only where CTAs hold ALIGN_FROM_TILES key tiles or more and the parts (over DRAM at the GPU's pace, as in
+# the split's costs) cost CLUSTER_FROM_TILES of a CTA's key tiles or more: a CTA's merge (its rows of the
+# cluster's parts over the SM-to-SM network, two cluster barriers) costs about a key tile, and the rounding
+# may add one. Modeled on suites/model-report.json: on the RTX PRO 6000 (parts 4.4-7.9 tiles) bs1 q9 p4k,
+# 4 tiles a CTA, 8.2 -> 9.5 µs with clusters of 8; bs1 q9 p32k, 15 tiles, 29.1 -> 26.0; bs16 q9 p4k 51.1
+# -> 50.0, every row tile merged whole; q65 p4k 22.7 -> 18.0; on the H200 (parts about 1.9 tiles: fast
+# DRAM, shared memory binds) every shape 0-8 % slower with them (q65 p4k 21.8 -> 23.6).
 MAX_CLUSTER = 8
+CLUSTER_FROM_TILES = 3.0
 DEFAULT_DRAM_PACE = DRAM_PACE_BY_DEVICE[0][1]  # the emulation plans as if on an RTX PRO 6000
 PACE_MARGIN = 1.15
 
@@ -105,7 +113,7 @@ class LaunchPlan:
     row_tiles: int  # per request at the longest q_len
     row_groups: int  # 2 or 3: 32 or 48 rows per CTA
     combine_halves: int = 1  # 1 or 2: 128 or 256 combine threads per row
-    cluster: int = 1  # CTAs per thread-block cluster (1: none): a cluster within one row tile merges its parts
+    cluster: int = 1  # CTAs per thread-block cluster (1: none); one inside a row tile merges its parts
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -160,7 +168,7 @@ def plan_launch(
     whole_row_tiles: bool | None = None,
     row_groups: int | None = None,
     dram_pace: float | None = None,
-    cluster: int | None = 1,
+    cluster: int | None = None,
 ) -> LaunchPlan:
     """Whole row tiles, one per CTA, where balanced ranges would save less than they cost; else one
     wave of CTAs, about MIN_TILES_PER_CTA key tiles or more each, never fewer CTAs than row tiles, and no
@@ -168,7 +176,8 @@ def plan_launch(
 
     `ctas` forces the number of CTAs (balanced ranges, with a combine); `whole_row_tiles` forces (True) or
     forbids (False) one CTA per whole row tile; `row_groups` forces 32 (2) or 48 (3) rows per CTA; `cluster`
-    forces CTAs per cluster (1: none, for GPUs before sm_90), None lets the plan choose (MAX_CLUSTER).
+    forces CTAs per cluster (1: none, for GPUs before sm_90), None lets the plan choose (MAX_CLUSTER; never
+    without `dram_pace`).
     """
     if cluster is not None and not 1 <= cluster <= MAX_CLUSTER:
         raise ValueError(f"cluster must be 1 to {MAX_CLUSTER} CTAs, not {cluster}")
@@ -199,22 +208,25 @@ def plan_launch(
         )
     if whole_row_tiles:
         return LaunchPlan(all_row_tiles, max(1, row_tiles), row_tiles, row_groups)
-    if cluster is None:
-        split, cluster = _clustered(split, all_row_tiles) if ctas is None else (split, 1)
+    if cluster is None:  # clusters where the parts cost more than the merge (see MAX_CLUSTER)
+        parts = _parts_tiles(split, row_groups, dram_pace)
+        pays = units >= ALIGN_FROM_TILES * split and parts >= CLUSTER_FROM_TILES
+        split, cluster = _clustered(split, all_row_tiles) if ctas is None and pays else (split, 1)
     elif split % cluster:
         raise ValueError(f"{split} CTAs do not divide into clusters of {cluster}")
     halves = 2 if split // cluster >= HALVES_FROM_PARTS * all_row_tiles > 0 else 1
-    return LaunchPlan(split, 0, row_tiles, row_groups, halves, cluster)  # a forced 0 is the launch's to refuse
+    return LaunchPlan(split, 0, row_tiles, row_groups, halves, cluster)  # a forced 0: the launch refuses it
 
 
 def _clustered(split: int, all_row_tiles: int) -> tuple[int, int]:
-    """CTAs and CTAs per cluster: where `split` cuts every row tile into k parts, the cluster size that keeps
-    the most of them (k rounded down to its multiple), the larger on a tie; else no clusters."""
-    if all_row_tiles == 0 or split % all_row_tiles:
+    """CTAs and CTAs per cluster: every row tile cut into k parts (the split rounded down to a multiple of the
+    row tiles), in clusters of the size that keeps the most of them (k rounded down to its multiple), the
+    larger on a tie, where that keeps ALIGNED_SHARE of the split; else the split without clusters."""
+    k = split // all_row_tiles if all_row_tiles else 0
+    if k < 2:
         return split, 1
-    k = split // all_row_tiles
-    kept, size = max((k // c * c, c) for c in range(1, min(k, MAX_CLUSTER) + 1))
-    if size == 1 or kept < ALIGNED_SHARE * k:
+    kept, size = max((k // c * c, c) for c in range(2, min(k, MAX_CLUSTER) + 1))
+    if kept * all_row_tiles < ALIGNED_SHARE * split:
         return split, 1
     return kept * all_row_tiles, size
 
@@ -226,11 +238,15 @@ def _split_saves(units: int, all_row_tiles: int, split: int, slots: int) -> floa
     return -(-all_row_tiles // slots) * units / all_row_tiles - units / split
 
 
+def _parts_tiles(split: int, row_groups: int, dram_pace: float | None) -> float:
+    """Every CTA's part, written and read back over DRAM, in one CTA's key tiles (0 without a pace)."""
+    part_tiles = GROUP_ROWS * row_groups * PART_ROW_BYTES / KV_TILE_BYTES
+    return split * PART_PASSES * part_tiles / (row_groups * dram_pace) if dram_pace else 0.0
+
+
 def _split_costs(split: int, row_groups: int, dram_pace: float | None) -> float:
     """What the split adds, in one CTA's key tiles: the combine's launch, and every CTA's part over DRAM."""
-    part_tiles = GROUP_ROWS * row_groups * PART_ROW_BYTES / KV_TILE_BYTES
-    parts = split * PART_PASSES * part_tiles / (row_groups * dram_pace) if dram_pace else 0.0
-    return WHOLE_FIXED_TILES + parts
+    return WHOLE_FIXED_TILES + _parts_tiles(split, row_groups, dram_pace)
 
 
 def _split_ctas(

@@ -23,6 +23,8 @@ class Phase:
     global_bytes: int
     shuffles: int
     warp_instructions: int
+    cluster_bytes: int = 0  # read from other CTAs' shared memory (0 in documents from before clusters)
+    cluster_barrier: bool = False  # the phase ends at a cluster barrier (sync_cluster)
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,15 @@ def _sum_counts(doc: Any, path: str) -> int:
     return sum(_count(doc, key, path) for key in doc)
 
 
+def _phase(doc: Any, path: str) -> Phase:
+    cluster_bytes = _count(doc, "cluster_bytes", path) if "cluster_bytes" in doc else 0
+    instructions = doc.get("instructions", {})
+    syncs = instructions.get("sync_cluster", 0) if isinstance(instructions, Mapping) else 0
+    if isinstance(syncs, bool) or not isinstance(syncs, int) or syncs < 0:
+        raise InputError("'sync_cluster' must be an integer >= 0", path=f"{path}.instructions.sync_cluster")
+    return Phase(*(_count(doc, f, path) for f in PHASE_FIELDS), cluster_bytes, syncs > 0)
+
+
 def parse_kernel(doc: Any, path: str) -> KernelCounters:
     totals = _get(doc, "totals", path, Mapping)
     tpath = f"{path}.totals"
@@ -100,10 +111,7 @@ def parse_kernel(doc: Any, path: str) -> KernelCounters:
     for i, shape in enumerate(shapes_doc):
         spath = f"{path}.cta_shapes[{i}]"
         phases_doc = _get(shape, "phases", spath, Sequence)
-        phases = tuple(
-            Phase(*(_count(p, f, f"{spath}.phases[{j}]") for f in PHASE_FIELDS))
-            for j, p in enumerate(phases_doc)
-        )
+        phases = tuple(_phase(p, f"{spath}.phases[{j}]") for j, p in enumerate(phases_doc))
         shapes.append(CtaShape(_count(shape, "count", spath), phases, _count(shape, "global_bytes", spath)))
     kernel = KernelCounters(
         name=_get(doc, "name", path, str),

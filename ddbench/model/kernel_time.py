@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddbench.model.calibration import UNCALIBRATED, Calibration
-from ddbench.model.counters_input import CtaShape, KernelCounters, parse_counters
+from ddbench.model.counters_input import CtaShape, KernelCounters, Phase, parse_counters
 from ddbench.model.gpus import GpuSpec
 from ddbench.model.occupancy import Occupancy, occupancy, tail_ctas, waves
 
-LIMITERS = ("dram", "l2", "tensor", "smem", "issue", "latency", "waves", "launch")
+LIMITERS = ("dram", "l2", "tensor", "smem", "issue", "dsmem", "latency", "waves", "launch")
 LAUNCH_MODES = ("stream", "graph")
 WAVES_SLACK = 1.25  # a schedule this much longer than perfectly balanced work is limited by its waves
 # Without cp.async, a thread keeps about this many bytes of plain loads in flight (16 x 16 B; estimate).
@@ -120,14 +120,40 @@ class LaunchModel:
         }
 
 
+def _cluster_cycles(phase: Phase, gpu: GpuSpec, sync_in_flight: float) -> tuple[str, float]:
+    """What a phase of a cluster's merge adds, never overlapped: its reads of other CTAs' shared memory (over
+    the SM's network share, or their round trips: the bytes over what the CTA keeps in flight, plus the round
+    of the LSEs that come first) and the cluster barrier that ends it."""
+    if not phase.cluster_bytes and not phase.cluster_barrier:
+        return "dsmem", 0.0
+    barrier = gpu.cluster_barrier_cycles if phase.cluster_barrier else 0.0
+    if not phase.cluster_bytes:
+        return "latency", barrier
+    rounds = math.ceil(phase.cluster_bytes / sync_in_flight) + 1
+    network = phase.cluster_bytes / gpu.dsmem_bytes_per_clk
+    latency = rounds * gpu.dsmem_latency_cycles
+    return ("dsmem", network + barrier) if network >= latency else ("latency", latency + barrier)
+
+
 def _cta_time(
-    shape: CtaShape, gpu: GpuSpec, sharing: int, latency_cycles: float, in_flight: float, pipelined: bool
+    shape: CtaShape,
+    gpu: GpuSpec,
+    sharing: int,
+    latency_cycles: float,
+    in_flight: float,
+    pipelined: bool,
+    sync_in_flight: float,
 ) -> CtaTime:
     """A pipelined CTA (cp.async waits that left bytes in flight) overlaps its memory round trips with its
-    compute and pays one round trip to fill the pipe; any other CTA waits for each phase's own loads."""
+    compute and pays one round trip to fill the pipe; any other CTA waits for each phase's own loads. A
+    cluster's merge (reads of other CTAs' shared memory, cluster barriers) is paid apart, after the rest."""
     by_resource: dict[str, float] = {}
-    compute_total = latency_total = serial_total = 0.0
+    compute_total = latency_total = serial_total = cluster_total = 0.0
     for phase in shape.phases:
+        merge_binding, merge = _cluster_cycles(phase, gpu, sync_in_flight)
+        if merge:
+            cluster_total += merge
+            by_resource[merge_binding] = by_resource.get(merge_binding, 0.0) + merge
         costs = {
             "tensor": phase.mma / gpu.mma_per_clk * sharing,
             "smem": phase.shared_wavefronts / gpu.smem_wavefronts_per_clk * sharing,
@@ -142,12 +168,14 @@ def _cta_time(
         serial_total += costs[binding]
         by_resource[binding] = by_resource.get(binding, 0.0) + costs[binding]
     if not pipelined:
-        return CtaTime(shape.count, serial_total, by_resource)
+        return CtaTime(shape.count, serial_total + cluster_total, by_resource)
     fill = latency_cycles if latency_total else 0.0
     if latency_total > compute_total:
-        return CtaTime(shape.count, latency_total + fill, {"latency": latency_total + fill})
+        merged = {k: v for k, v in by_resource.items() if k == "dsmem"}
+        merged["latency"] = latency_total + fill + cluster_total - merged.get("dsmem", 0.0)
+        return CtaTime(shape.count, latency_total + fill + cluster_total, merged)
     by_resource["latency"] = by_resource.get("latency", 0.0) + fill
-    return CtaTime(shape.count, compute_total + fill, by_resource)
+    return CtaTime(shape.count, compute_total + fill + cluster_total, by_resource)
 
 
 def schedule_cycles(ctas: list[CtaTime], slots: int) -> float:
@@ -175,7 +203,8 @@ def model_kernel(kernel: KernelCounters, gpu: GpuSpec, registers: int | None) ->
         sum(flights) / len(flights) if flights else kernel.threads_per_cta * SYNC_BYTES_IN_FLIGHT_PER_THREAD
     )
     latency_cycles = gpu.us_to_cycles(latency_us)
-    ctas = [_cta_time(s, gpu, sharing, latency_cycles, in_flight, pipelined) for s in kernel.shapes]
+    sync_in = kernel.threads_per_cta * SYNC_BYTES_IN_FLIGHT_PER_THREAD
+    ctas = [_cta_time(s, gpu, sharing, latency_cycles, in_flight, pipelined, sync_in) for s in kernel.shapes]
     slots = gpu.sms * occ.ctas_per_sm
     makespan = schedule_cycles(ctas, slots)
     schedule_us = gpu.cycles_to_us(makespan)

@@ -129,9 +129,15 @@ def tiling_counters(
     shape: CaseShape, sm_count: int = DEFAULT_SM_COUNT, dram_pace: float | None = DEFAULT_DRAM_PACE
 ) -> dict[str, Any]:
     """The counters document of one call (verify kernel, then the combine of split row tiles), by hand, for a
-    launch planned as on an RTX PRO 6000 unless told another GPU's SM count and DRAM pace."""
+    launch planned as on an RTX PRO 6000 unless told another GPU's SM count and DRAM pace; no clusters."""
     plan = plan_launch(
-        shape.batch_size, shape.heads, shape.q_len, sum(shape.keys), sm_count=sm_count, dram_pace=dram_pace
+        shape.batch_size,
+        shape.heads,
+        shape.q_len,
+        sum(shape.keys),
+        sm_count=sm_count,
+        dram_pace=dram_pace,
+        cluster=1,  # the tiling by hand knows no cluster merge
     )
     kv_offsets, q_offsets = [0], [0]
     for k, q in zip(shape.keys, shape.q_lens, strict=True):

@@ -1670,6 +1670,12 @@ bool mem_access(Space space, bool store, const void* p, unsigned bytes, const Si
   return true;
 }
 
+Space space_of(const void* p) {
+  const Worker& w = *current_fiber("st_generic")->worker;
+  const auto a = reinterpret_cast<std::uintptr_t>(p), base = reinterpret_cast<std::uintptr_t>(w.smem);
+  return a >= base && a < base + w.smem_bytes ? Space::Shared : Space::Global;
+}
+
 void sync_cluster(const Site& site) {
   Fiber* f = current_fiber("sync_cluster");
   Worker& w = *f->worker;

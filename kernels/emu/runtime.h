@@ -162,6 +162,8 @@ enum class Space : std::uint8_t { Shared, Global };
 // A traced load or store of `bytes` at p by the calling thread. False: memcheck refused it (out of
 // range, recorded as a finding) and the access must not happen; a load then yields zeros.
 bool mem_access(Space space, bool store, const void* p, unsigned bytes, const Site& site);
+// Shared when p lies in the calling thread's block's dynamic shared memory, else global.
+Space space_of(const void* p);
 
 inline bool traced_now() {
   if (g_traced_launches.load(std::memory_order_relaxed) == 0) return false;

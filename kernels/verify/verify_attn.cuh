@@ -329,7 +329,7 @@ DDK_DEVICE float warp_max(float v) {
 // order and with the combine's arithmetic, into the output (whole: bit for bit what the combine makes of
 // those parts) or into one part of the workspace, the slot of the cluster's first CTA. 128 threads a row (4
 // stored positions each, a warp a quarter), row_groups rows at a time.
-DDK_DEVICE void merge_cluster_parts(const VerifyParams& p, char* smem, const Request& g, int row_tile, bool whole) {
+DDK_DEVICE_NOINLINE void merge_cluster_parts(const VerifyParams& p, char* smem, const Request& g, int row_tile, bool whole) {
   const int block_m = kGroupRows * p.row_groups;
   const int rank = static_cast<int>(ddk::cluster_ctarank()), size = static_cast<int>(ddk::cluster_nctarank());
   const int rows = g.rows - row_tile * block_m < block_m ? g.rows - row_tile * block_m : block_m;
@@ -346,7 +346,8 @@ DDK_DEVICE void merge_cluster_parts(const VerifyParams& p, char* smem, const Req
     }
     const float base = best == kNegInf ? 0.f : best;
     float weight_sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int q = 0; q < size; ++q) {
+    for (int q = 0; q < kMaxCluster; ++q) {  // unrolled, as above
+      if (q >= size) break;
       const float w = ddk::fast_exp2(lse[q] - base);
       weight_sum += w;
       if (w == 0.f) continue;
@@ -561,37 +562,26 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
         ddk::st_global(dst + (n * 8 + 2 * lc) / 2, ddk::pack_bf16x2(o[n][2 * h] * inv[h], o[n][2 * h + 1] * inv[h]));
       if (p.lse != nullptr && (ddk::thread_idx_x_here() & 0x63u) == 0)  // quarter 0, lc 0 (see below)
         ddk::st_global(p.lse + grow, lse2 * kLn2);
-    } else if (ddk::ld_shared(merge_word) == kMergeNone) {
-      const int64_t part = static_cast<int64_t>(slot) * block_m + group * 16 + lr + 8 * h;
+    } else {
+      // A part for the combine (the workspace), or staged in shared memory for the cluster's merge (the same
+      // layout at row m): one store path through generic addresses.
+      const bool staged = ddk::ld_shared(merge_word) != kMergeNone;
+      const int64_t part = (staged ? 0 : static_cast<int64_t>(slot) * block_m) + group * 16 + lr + 8 * h;
       const float s = inv[h] * scale[h].inverse;  // a power of two times inv: the same bits as two products
-      Half4* dst = reinterpret_cast<Half4*>(p.ws_o + (part * kDimV + quarter * kColSlice));
+      uint16_t* o_base = staged ? staged_o(smem) : p.ws_o;
+      Half4* dst = reinterpret_cast<Half4*>(o_base + (part * kDimV + quarter * kColSlice));
       for (int j = 0; j < kOutTiles / 2; ++j)
-        ddk::st_global(dst + (j * 4 + lc),
-                       Half4{ddk::pack_f16x2(o[2 * j][2 * h] * s, o[2 * j][2 * h + 1] * s),
-                             ddk::pack_f16x2(o[2 * j + 1][2 * h] * s, o[2 * j + 1][2 * h + 1] * s)});
+        ddk::st_generic(dst + (j * 4 + lc),
+                        Half4{ddk::pack_f16x2(o[2 * j][2 * h] * s, o[2 * j][2 * h + 1] * s),
+                              ddk::pack_f16x2(o[2 * j + 1][2 * h] * s, o[2 * j + 1][2 * h + 1] * s)});
       // lc == 0 is t % 4 == 0, quarter == 0 as well t & 0x63 == 0: tested on the thread index read here, since
       // predicates derived from it at the start would take registers (or spill) through the tile loop.
       const unsigned t = ddk::thread_idx_x_here();
-      if ((t & 3u) == 0) ddk::st_global(p.ws_scale + (part * kPartQuarters + quarter), scale[h].unit);
-      if ((t & 0x63u) == 0) ddk::st_global(p.ws_lse + part, lse2);
-    } else {  // the same part, staged for the cluster's merge
-      const int m = group * 16 + lr + 8 * h;
-      const float s = inv[h] * scale[h].inverse;
-      Half4* dst = reinterpret_cast<Half4*>(staged_o(smem) + (m * kDimV + quarter * kColSlice));
-      for (int j = 0; j < kOutTiles / 2; ++j)
-        ddk::st_shared(dst + (j * 4 + lc),
-                       Half4{ddk::pack_f16x2(o[2 * j][2 * h] * s, o[2 * j][2 * h + 1] * s),
-                             ddk::pack_f16x2(o[2 * j + 1][2 * h] * s, o[2 * j + 1][2 * h + 1] * s)});
-      const unsigned t = ddk::thread_idx_x_here();
-      if ((t & 3u) == 0) ddk::st_shared(staged_scale(smem, block_m) + (m * kPartQuarters + quarter), scale[h].unit);
-      if ((t & 0x63u) == 0) ddk::st_shared(staged_lse(smem, block_m) + m, lse2);
+      float* scales = staged ? staged_scale(smem, block_m) : p.ws_scale;
+      float* lses = staged ? staged_lse(smem, block_m) : p.ws_lse;
+      if ((t & 3u) == 0) ddk::st_generic(scales + (part * kPartQuarters + quarter), scale[h].unit);
+      if ((t & 0x63u) == 0) ddk::st_generic(lses + part, lse2);
     }
-  }
-  const int merge = ddk::ld_shared(merge_word);
-  if (slot >= 0 && merge != kMergeNone) {  // uniform over the cluster
-    ddk::sync_cluster();  // every CTA's part is staged
-    merge_cluster_parts(p, smem, g, row_tile, merge == kMergeWhole);
-    ddk::sync_cluster();  // no CTA leaves while another still reads its part
   }
 }
 
@@ -674,6 +664,13 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
       ddk::st_shared(slot_words + k, slot);  // rewritten two segments on, after this one's barriers
     }
     run_segment(p, smem, g, row_tile, tile_begin, tile_end, slot_words + k, slot_words + 2);
+    const int merge = ddk::ld_shared(slot_words + 2);
+    if (merge != kMergeNone) {  // uniform over the cluster; its CTAs have this one segment
+      ddk::sync_cluster();  // every CTA's part is staged
+      merge_cluster_parts(p, smem, g, row_tile, merge == kMergeWhole);
+      ddk::sync_cluster();  // no CTA leaves while another still reads its part
+      return;
+    }
   }
 }
 

@@ -22,7 +22,8 @@
 //   transpose with .trans).
 //
 // Global and shared memory: kernel code reads and writes both only through ld_global / st_global /
-// ld_shared / st_shared (and cp_async_16, ldmatrix_*, ld_cluster), so the emulation sees every access.
+// ld_shared / st_shared (and cp_async_16, ldmatrix_*, ld_cluster, st_generic), so the emulation sees every
+// access.
 //
 // API (namespace ddk). In the emulation the collectives and barriers take a trailing defaulted
 // std::source_location so divergence reports can name call sites; kernel code never passes it.
@@ -40,6 +41,7 @@
 #include "../../emu/runtime.h"
 
 #define DDK_DEVICE inline
+#define DDK_DEVICE_NOINLINE inline
 #define DDK_GLOBAL
 #define DDK_HOST_DEVICE inline
 #define DDK_LAUNCH_BOUNDS(threads, min_blocks)
@@ -51,6 +53,8 @@
 #include <cuda_runtime.h>
 
 #define DDK_DEVICE __device__ __forceinline__
+// A device function kept out of line: its registers are not added to those of its caller's live ranges.
+#define DDK_DEVICE_NOINLINE __device__ __noinline__
 #define DDK_GLOBAL __global__
 #define DDK_HOST_DEVICE __host__ __device__ __forceinline__
 // ptxas fits the registers to `threads` per block, `min_blocks` blocks per SM.
@@ -300,6 +304,17 @@ DDK_DEVICE void st_global(T* p, nondeduced<T> v, Site site = Site::current()) {
   *p = v;
 }
 
+// A store through a generic address (shared or global memory, as the address says); the emulation traces
+// it as the one it is.
+template <class T>
+DDK_DEVICE void st_generic(T* p, nondeduced<T> v, Site site = Site::current()) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
+  if (emu::detail::traced_now()) [[unlikely]] {
+    if (!emu::detail::mem_access(emu::detail::space_of(p), true, p, sizeof(T), site)) return;
+  }
+  *p = v;
+}
+
 template <class T>
 DDK_DEVICE T ld_shared(const T* p, Site site = Site::current()) {
   static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
@@ -471,6 +486,10 @@ DDK_DEVICE void st_global(T* p, nondeduced<T> v) {
 template <class T>
 DDK_DEVICE T ld_shared(const T* p) {
   return *p;
+}
+template <class T>
+DDK_DEVICE void st_generic(T* p, nondeduced<T> v) {
+  *p = v;
 }
 template <class T>
 DDK_DEVICE void st_shared(T* p, nondeduced<T> v) {
