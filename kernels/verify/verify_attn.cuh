@@ -311,13 +311,16 @@ constexpr int kCombineHalf = 128;  // threads of a combine half, and of a row be
 constexpr int kMaxCluster = 8;     // CTAs of a cluster at most: the portable size
 
 // A merging cluster's CTAs stage their parts over the stages (free after the last tile), in the workspace's
-// layout: block_m rows of 512 fp16 (part_column order), then every row's 4 quarter scales, then its LSE.
+// layout but for the row stride: block_m rows of 512 fp16 (part_column order) 32 bytes apart more than the
+// workspace's, so that the 4 rows of a half-warp's 8-byte stores fall on different banks (2 wavefronts, not
+// 8), then every row's 4 quarter scales, then its LSE.
+constexpr int kStagedRow = kDimV + 16;  // fp16 per staged row
 DDK_DEVICE uint16_t* staged_o(char* smem) { return reinterpret_cast<uint16_t*>(smem); }
 DDK_DEVICE float* staged_scale(char* smem, int block_m) {
-  return reinterpret_cast<float*>(smem + block_m * kDimV * 2);
+  return reinterpret_cast<float*>(smem + block_m * kStagedRow * 2);
 }
 DDK_DEVICE float* staged_lse(char* smem, int block_m) { return staged_scale(smem, block_m) + block_m * kPartQuarters; }
-static_assert(kMaxGroups * kGroupRows * (kDimV * 2 + kPartQuarters * 4 + 4) <= kStages * kStageBytes,
+static_assert(kMaxGroups * kGroupRows * (kStagedRow * 2 + kPartQuarters * 4 + 4) <= kStages * kStageBytes,
               "a staged part fits in the stages");
 
 DDK_DEVICE float warp_max(float v) {
@@ -351,7 +354,8 @@ DDK_DEVICE_NOINLINE void merge_cluster_parts(const VerifyParams& p, char* smem, 
       const float w = ddk::fast_exp2(lse[q] - base);
       weight_sum += w;
       if (w == 0.f) continue;
-      const Half4 v = ddk::ld_cluster(reinterpret_cast<const Half4*>(so + (m * kDimV + position)), static_cast<unsigned>(q));
+      const Half4 v =
+          ddk::ld_cluster(reinterpret_cast<const Half4*>(so + (m * kStagedRow + position)), static_cast<unsigned>(q));
       const float wu = w * ddk::ld_cluster(scales + (m * kPartQuarters + quarter), static_cast<unsigned>(q));
       acc[0] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.lo & 0xffffu));
       acc[1] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.lo >> 16));
@@ -569,7 +573,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
       const int64_t part = (staged ? 0 : static_cast<int64_t>(slot) * block_m) + group * 16 + lr + 8 * h;
       const float s = inv[h] * scale[h].inverse;  // a power of two times inv: the same bits as two products
       uint16_t* o_base = staged ? staged_o(smem) : p.ws_o;
-      Half4* dst = reinterpret_cast<Half4*>(o_base + (part * kDimV + quarter * kColSlice));
+      Half4* dst = reinterpret_cast<Half4*>(o_base + (part * (staged ? kStagedRow : kDimV) + quarter * kColSlice));
       for (int j = 0; j < kOutTiles / 2; ++j)
         ddk::st_generic(dst + (j * 4 + lc),
                         Half4{ddk::pack_f16x2(o[2 * j][2 * h] * s, o[2 * j][2 * h + 1] * s),
