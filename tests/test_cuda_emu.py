@@ -721,3 +721,62 @@ def test_a_poisoned_key_reaches_the_output_through_a_cluster_merge():
     second = out[x.q_lens[0] :]
     f = parity_figures(second, reference[x.q_lens[0] :])
     assert bool(second.isfinite().all()) and f.max_row_ulp <= MAX_ROW_ULP
+
+
+@pytest.mark.parametrize(("resident", "cluster"), [(20, 7), (19, 1)])
+def test_the_hardware_backend_keeps_clusters_only_where_the_gpu_runs_them_all_at_once(
+    monkeypatch, resident, cluster
+):
+    """bs1 q9 p32k on an RTX PRO 6000 is planned as 140 CTAs in 20 clusters of 7. A GPU that holds only 19
+    such clusters at once (a cluster's CTAs need SMs of one GPC) gets the plan without clusters instead."""
+    import ddbench.backends.cuda_kernel as cuda_kernel_module
+
+    x = generate_inputs(make_case(prefix=32768, tree={"kind": "ddtree", "budget": 8}))
+    asked: list[tuple[int, int]] = []
+
+    class FakeExtension:
+        @staticmethod
+        def verify(*arguments):
+            raise AssertionError("prepare must not launch")
+
+        @staticmethod
+        def max_active_clusters(size, row_groups):
+            asked.append((size, row_groups))
+            return resident
+
+    class Properties:
+        multi_processor_count = 188
+        name = "NVIDIA RTX PRO 6000 Blackwell Workstation Edition"
+        major = 12
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Properties())
+    backend = cuda_kernel_module.CudaKernelBackend()
+    backend._extension = FakeExtension()
+    captured = {}
+    real = cuda_kernel_module.prepare_launch
+
+    def keep(inputs, **kw):
+        captured["launch"] = real(inputs, **kw)
+        return captured["launch"]
+
+    monkeypatch.setattr(cuda_kernel_module, "prepare_launch", keep)
+    prepared(backend, x)
+    assert asked == [(7, 3)]
+    assert (captured["launch"].plan.ctas, captured["launch"].plan.cluster) == (140, cluster)
+
+
+def test_merged_parts_go_through_a_two_half_combine(fp64):
+    """One row tile over 126 key tiles in 64 CTAs, clusters of 2: 32 merged parts a row, which the combine
+    splits between its two halves (every other merged part each); the slots of the clusters' second CTAs
+    are skipped, not read."""
+    x = generate_inputs(make_case(prefix=4000, tree={"kind": "chain", "length": 4}))
+    backend = CudaEmuBackend(ctas=64, cluster=2)
+    plan = backend.marshaled_launch(x).plan
+    assert (plan.row_tiles, plan.cluster, plan.combine_halves) == (1, 2, 2)
+    lse = lse_buffer(x)
+    run = backend.run_traced(x, lse=lse, counters=False, sanitize=True)
+    assert run.sanitizer.clean, run.sanitizer.summary()
+    f = parity_figures(run.out, fp64.run(x))
+    assert f.unwritten == 0 and f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP, f
+    _, truth = dense(x)
+    assert float((lse.double() - truth).abs().max()) <= LSE_ATOL

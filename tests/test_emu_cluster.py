@@ -16,7 +16,7 @@ from ddbench.kernel.counters import parse_counters
 from ddbench.kernel.sanitizer import parse_sanitizer_report
 
 THREADS = 64
-CLEAN, EARLY_READ, LATE_WRITE, READ_EXITED, SKIPS_BARRIER, UNWRITTEN, BAD_RANK = range(7)
+CLEAN, EARLY_READ, LATE_WRITE, READ_EXITED, SKIPS_BARRIER, UNWRITTEN, BAD_RANK, NO_FINAL_BARRIER = range(8)
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +117,20 @@ def test_a_remote_read_of_unwritten_bytes_is_an_initcheck_finding(probes):
 def test_reading_a_cta_that_exited_is_a_memory_error(probes):
     rc, message, *_ = launch(probes, READ_EXITED, 2, 2)
     assert rc == 3 and "CTA rank 1 of the cluster has exited" in message
+
+
+def test_exiting_while_another_cta_may_still_read_is_a_race_in_any_order(probes):
+    """The last rank reads rank 0 after the barrier and nothing orders that read before rank 0 exits: a
+    read-exit race on rank 0 (here the read ran first; the other order is a memory error)."""
+    rc, message, data, out, _, report = launch(probes, NO_FINAL_BARRIER, 4, 8, SANITIZE)
+    assert rc == 0, message
+    blocks = data.reshape(2, 4, THREADS)
+    np.testing.assert_array_equal(out.reshape(2, 4, THREADS)[:, 3], blocks[:, 0])
+    (exit_race,) = [f for f in findings_of(report, "racecheck") if f.hazard == "read-exit"]
+    assert exit_race.count == 2  # rank 0 of each cluster
+    assert exit_race.first.site == f"probes.cpp:{site_line('cluster_read_then_exit')}"
+    assert "then the CTA exited, with no sync_cluster between" in exit_race.message
+    assert launch(probes, CLEAN, 4, 8, SANITIZE)[5].clean
 
 
 def test_a_cta_that_never_reaches_the_cluster_barrier_is_a_deadlock(probes):

@@ -60,15 +60,21 @@ class CudaKernelBackend:
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         extension = self._load()
         device = torch.cuda.get_device_properties(inputs.device)
-        launch = prepare_launch(
-            inputs,
-            sm_count=device.multi_processor_count,
-            dram_pace=dram_pace_of(device.name),
-            cluster=None if device.major >= 9 else 1,  # thread-block clusters from sm_90
-            ctas=self.ctas,
-            whole_row_tiles=self.whole_row_tiles,
-            row_groups=self.row_groups,
-        )
+        plan_options = {
+            "sm_count": device.multi_processor_count,
+            "dram_pace": dram_pace_of(device.name),
+            "ctas": self.ctas,
+            "whole_row_tiles": self.whole_row_tiles,
+            "row_groups": self.row_groups,
+        }
+        # Thread-block clusters from sm_90, as long as the GPU runs all of them at once: a cluster's CTAs
+        # need SMs of one GPC, and the plan's one wave must stay one.
+        launch = prepare_launch(inputs, cluster=None if device.major >= 9 else 1, **plan_options)
+        plan = launch.plan
+        if plan.cluster > 1 and plan.ctas // plan.cluster > extension.max_active_clusters(
+            plan.cluster, plan.row_groups
+        ):
+            launch = prepare_launch(inputs, cluster=1, **plan_options)
         k, out = launch.kernel, launch.out
         empty = torch.empty(0, dtype=torch.float32, device=inputs.device)
         arguments = (

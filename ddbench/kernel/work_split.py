@@ -73,7 +73,7 @@ def cluster_merge(plan: LaunchPlan, units: int, cta: int, tile_base: int, tiles:
     """How CTA `cta`'s cluster finishes the row tile of units [tile_base, tile_base + tiles): MERGE_NONE (each
     CTA writes its own part), MERGE_PART (one merged part, in the slot of the cluster's first CTA) or
     MERGE_WHOLE (the output). Only a cluster whose units all lie in that row tile merges."""
-    if plan.cluster <= 1 or units < plan.ctas:
+    if plan.cluster <= 1 or plan.whole_row_tiles or units < plan.ctas:
         return MERGE_NONE
     first = cta - cta % plan.cluster
     begin, end = range_start(first, units, plan.ctas), range_start(first + plan.cluster, units, plan.ctas)

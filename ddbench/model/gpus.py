@@ -39,8 +39,9 @@ class GpuSpec:
     issue_per_clk: float = SUBPARTITIONS_PER_SM
     launch_overhead_us: float = 2.5  # a stream launch, seen between back-to-back kernels (estimate)
     graph_node_us: float = 1.0  # a kernel node of a replayed CUDA graph (estimate)
-    # Distributed shared memory (sm_90+, estimates: published Hopper microbenchmarks give the SM-to-SM
-    # network about 180 cycles and a few TB/s for the whole GPU, ~14 B/clk an SM; none for sm_120).
+    # Distributed shared memory (sm_90+, estimates): published Hopper microbenchmarks give the SM-to-SM
+    # network about 180 cycles and a few TB/s for the whole GPU, ~14 B/clk an SM. No figure is published
+    # for sm_120, which has clusters too: the same estimates, until a GPU measures them.
     dsmem_bytes_per_clk: float = 16.0  # what one SM reads from other SMs' shared memory
     dsmem_latency_cycles: float = 200.0  # one ld.shared::cluster round trip
     cluster_barrier_cycles: float = 400.0  # barrier.cluster arrive + wait, the cluster already aligned

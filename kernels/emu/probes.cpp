@@ -522,6 +522,10 @@ DDK_GLOBAL void cluster_probe_kernel(ClusterProbe p) {
   }
   if (p.variant == 4 && rank == 1) return;  // never arrives: the others wait at the barrier forever
   sync_cluster();  // SITE:cluster_barrier
+  if (p.variant == 7) {  // the last rank reads rank 0 and no barrier follows: rank 0 may exit before the read
+    st_global(p.out + at, rank == size - 1 ? ld_cluster(s + t, 0) : 0.f);  // SITE:cluster_read_then_exit
+    return;
+  }
   float sum = 0.f;
   for (unsigned r = 0; r < size; ++r) sum += ld_cluster(s + t, r);
   if (p.variant == 5) sum += ld_cluster(s + block_dim_x() + t, (rank + 1) % size);  // SITE:cluster_uninit
@@ -742,7 +746,7 @@ int ddk_probe_sanitize(int variant, const float* in, int n, float* out, int out_
 
 // variant: 0 clean cluster sum, 1 a remote read before the cluster barrier, 2 a local write while others may
 // still read it, 3 a read of a CTA that exited, 4 a CTA that never reaches the barrier, 5 a remote read of
-// bytes never written, 6 a rank outside the cluster. `blocks` CTAs of `threads`, clusters of `cluster`;
+// bytes never written, 6 a rank outside the cluster, 7 no cluster barrier before the CTAs exit. `blocks` CTAs of `threads`, clusters of `cluster`;
 // `in` and `out` hold blocks * threads floats (registered as buffers "in" and "out").
 int ddk_probe_cluster(int variant, unsigned cluster, unsigned blocks, unsigned threads, const float* in, float* out,
                       int flags, int workers, char** counters, char** findings, char* err, int err_len) {

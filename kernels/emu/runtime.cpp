@@ -1353,6 +1353,29 @@ void start_block(Worker& w, unsigned bx, unsigned by, unsigned bz, unsigned bloc
 
 }
 
+// A CTA's shared memory ends with the CTA: another CTA's read of it since the last cluster barrier may come
+// after the exit (a race whichever order the emulation ran them in).
+void check_exit_after_remote_reads(Worker& w) {
+  Trace& t = *w.trace;
+  for (std::size_t b = 0; b < w.smem_bytes; ++b) {
+    const ShadowByte& sb = t.shadow.bytes[b];
+    if (sb.remote.epoch1 != t.cluster_epoch + 1) continue;
+    const std::string where = site_of(t, sb.remote.site);
+    std::string msg = fmt(
+        "racecheck: read-exit hazard on shared memory offset %zu of cluster rank %u (%s): read by rank %u warp %u "
+        "lane %u at %s (ld_cluster), then the CTA exited, with no sync_cluster between",
+        b, w.cluster_rank, block_str(w).c_str(), sb.remote_rank, sb.remote.tid / 32u, sb.remote.tid % 32u,
+        where.c_str());
+    std::string body = fmt(
+        "{\"check\": \"racecheck\", \"hazard\": \"read-exit\", \"kernel\": \"%s\", \"space\": \"cluster shared\", "
+        "\"offset\": %zu, \"cta\": [%u, %u, %u], \"first\": %s, \"message\": \"%s\"",
+        json_escape(t.opt->kernel_name).c_str(), b, w.bx, w.by, w.bz, who_json(sb.remote.tid, where).c_str(),
+        json_escape(msg).c_str());
+    add_finding(w, "cluster-exit|" + where, body);
+    return;  // one finding a CTA
+  }
+}
+
 // Runs w's runnable threads until none is left: they wait at a rendezvous, exited, or the block failed.
 void run_ready(Worker& w) {
   if (w.q_count == 0) return;
@@ -1392,6 +1415,8 @@ void run_cluster(Cluster& cl, const std::array<unsigned, 3>* coords, unsigned bl
     fail(*w, kDivergence, std::move(report));
     return;
   }
+  for (Worker* w : cl.blocks)
+    if (w->trace != nullptr && w->trace->sanitize && cl.blocks.size() > 1) check_exit_after_remote_reads(*w);
   for (Worker* w : cl.blocks) {
     if (!red_zones_intact(*w)) {
       fail(*w, kMemoryError,

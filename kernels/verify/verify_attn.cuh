@@ -328,11 +328,34 @@ DDK_DEVICE float warp_max(float v) {
   return v;
 }
 
+// One part's four stored values into a row's sums, weighted by wu = its weight times its quarter's 2^k: the
+// combine's and the cluster merge's one arithmetic (a whole merge is the combine's result bit for bit).
+DDK_DEVICE void add_part(float (&acc)[4], float wu, Half4 v) {
+  acc[0] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.lo & 0xffffu));
+  acc[1] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.lo >> 16));
+  acc[2] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.hi & 0xffffu));
+  acc[3] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.hi >> 16));
+}
+
+// A merged (token, head) row's four values at stored `position` to the output, and its LSE (one thread).
+DDK_DEVICE void write_merged_row(const VerifyParams& p, int64_t row, int position, const float (&acc)[4],
+                                 float weight_sum, float base, bool writes_lse) {
+  const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
+  uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + (row * kDimV + part_column(position)));
+  ddk::st_global(dst + 0, ddk::pack_bf16x2(acc[0] * inv, acc[1] * inv));  // columns c, c + 1
+  ddk::st_global(dst + 4, ddk::pack_bf16x2(acc[2] * inv, acc[3] * inv));  // columns c + 8, c + 9
+  if (p.lse != nullptr && writes_lse)
+    ddk::st_global(p.lse + row, weight_sum > 0.f ? (base + log2f(weight_sum)) * kLn2 : kNegInf);
+}
+
 // Rank r of a merging cluster merges rows r, r + C, ... of the row tile from every CTA's staged part, in rank
 // order and with the combine's arithmetic, into the output (whole: bit for bit what the combine makes of
 // those parts) or into one part of the workspace, the slot of the cluster's first CTA. 128 threads a row (4
 // stored positions each, a warp a quarter), row_groups rows at a time.
-DDK_DEVICE_NOINLINE void merge_cluster_parts(const VerifyParams& p, char* smem, const Request& g, int row_tile, bool whole) {
+// Out of line, its arguments by value (a reference would copy the kernel's parameters to the stack): its
+// registers stay out of the tile loop's, which has none to spare on sm_90.
+DDK_DEVICE_NOINLINE void merge_cluster_parts(const VerifyParams p, char* smem, const Request g, int row_tile,
+                                             bool whole) {
   const int block_m = kGroupRows * p.row_groups;
   const int rank = static_cast<int>(ddk::cluster_ctarank()), size = static_cast<int>(ddk::cluster_nctarank());
   const int rows = g.rows - row_tile * block_m < block_m ? g.rows - row_tile * block_m : block_m;
@@ -356,22 +379,14 @@ DDK_DEVICE_NOINLINE void merge_cluster_parts(const VerifyParams& p, char* smem, 
       if (w == 0.f) continue;
       const Half4 v =
           ddk::ld_cluster(reinterpret_cast<const Half4*>(so + (m * kStagedRow + position)), static_cast<unsigned>(q));
-      const float wu = w * ddk::ld_cluster(scales + (m * kPartQuarters + quarter), static_cast<unsigned>(q));
-      acc[0] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.lo & 0xffffu));
-      acc[1] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.lo >> 16));
-      acc[2] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.hi & 0xffffu));
-      acc[3] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.hi >> 16));
+      add_part(acc, w * ddk::ld_cluster(scales + (m * kPartQuarters + quarter), static_cast<unsigned>(q)), v);
     }
-    const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
     if (whole) {
       const int64_t row = static_cast<int64_t>(g.q_base) * p.heads + row_tile * block_m + m;
-      uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + (row * kDimV + part_column(position)));
-      ddk::st_global(dst + 0, ddk::pack_bf16x2(acc[0] * inv, acc[1] * inv));
-      ddk::st_global(dst + 4, ddk::pack_bf16x2(acc[2] * inv, acc[3] * inv));
-      if (p.lse != nullptr && t % kCombineHalf == 0)
-        ddk::st_global(p.lse + row, weight_sum > 0.f ? (base + log2f(weight_sum)) * kLn2 : kNegInf);
+      write_merged_row(p, row, position, acc, weight_sum, base, t % kCombineHalf == 0);
       continue;
     }
+    const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
     float largest = 0.f;
     for (int e = 0; e < 4; ++e) largest = fmaxf(largest, finite_abs(acc[e] * inv));
     const PartScale scale = part_scale(warp_max(largest));
@@ -670,6 +685,8 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
     run_segment(p, smem, g, row_tile, tile_begin, tile_end, slot_words + k, slot_words + 2);
     const int merge = ddk::ld_shared(slot_words + 2);
     if (merge != kMergeNone) {  // uniform over the cluster; its CTAs have this one segment
+      if (ddk::cluster_nctarank() != static_cast<unsigned>(p.cluster))
+        ddk::trap("verify: launched in clusters of another size than p.cluster");
       ddk::sync_cluster();  // every CTA's part is staged
       merge_cluster_parts(p, smem, g, row_tile, merge == kMergeWhole);
       ddk::sync_cluster();  // no CTA leaves while another still reads its part
@@ -736,11 +753,7 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
     weight_sum += w;
     if (w == 0.f) continue;
     const Half4 v = ddk::ld_global(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
-    const float wu = w * ddk::ld_global(p.ws_scale + (part * kPartQuarters + quarter));  // w times 2^k
-    acc[0] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.lo & 0xffffu));
-    acc[1] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.lo >> 16));
-    acc[2] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.hi & 0xffffu));
-    acc[3] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.hi >> 16));
+    add_part(acc, w * ddk::ld_global(p.ws_scale + (part * kPartQuarters + quarter)), v);  // w times 2^k
   }
   if (p.combine_halves == 2) {  // uniform over the CTA
     float* other = reinterpret_cast<float*>(ddk::dynamic_smem());  // [5][kCombineHalf]: half 1's sums
@@ -754,12 +767,7 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
     for (int e = 0; e < 4; ++e) acc[e] += ddk::ld_shared(other + (e * kCombineHalf + lane_of_half));
     weight_sum += ddk::ld_shared(other + (4 * kCombineHalf + lane_of_half));
   }
-  const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
-  uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + static_cast<int64_t>(row) * kDimV + part_column(position));
-  ddk::st_global(dst + 0, ddk::pack_bf16x2(acc[0] * inv, acc[1] * inv));  // columns c, c + 1
-  ddk::st_global(dst + 4, ddk::pack_bf16x2(acc[2] * inv, acc[3] * inv));  // columns c + 8, c + 9
-  if (p.lse != nullptr && t == 0)
-    ddk::st_global(p.lse + row, weight_sum > 0.f ? (base + log2f(weight_sum)) * kLn2 : kNegInf);
+  write_merged_row(p, row, position, acc, weight_sum, base, t == 0);
 }
 
 }  // namespace ddk_verify

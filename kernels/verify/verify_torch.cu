@@ -5,6 +5,7 @@
 #include <torch/extension.h>
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <set>
 
@@ -33,6 +34,51 @@ void allow_shared_memory(int device) {
   C10_CUDA_CHECK(cudaFuncSetAttribute(ddk_verify::verify_attention_kernel,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, ddk_verify::kMaxSmemBytes));
   configured.insert(device);
+}
+
+// Whether a device runs thread-block clusters (sm_90 and later), asked once per device.
+bool has_clusters(int device) {
+  static std::mutex lock;
+  static std::map<int, bool> known;
+  const std::lock_guard<std::mutex> guard(lock);
+  const auto it = known.find(device);
+  if (it != known.end()) return it->second;
+  int major = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return known[device] = major >= 9;
+}
+
+cudaLaunchConfig_t verify_config(int64_t num_ctas, int64_t row_groups, cudaStream_t stream,
+                                 cudaLaunchAttribute* cluster_attribute, int64_t cluster) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(num_ctas));
+  config.blockDim = dim3(ddk_verify::kGroupThreads * static_cast<unsigned>(row_groups));
+  config.dynamicSmemBytes = ddk_verify::smem_bytes(static_cast<int>(row_groups));
+  config.stream = stream;
+  cluster_attribute->id = cudaLaunchAttributeClusterDimension;
+  cluster_attribute->val.clusterDim.x = static_cast<unsigned>(cluster);
+  cluster_attribute->val.clusterDim.y = 1;
+  cluster_attribute->val.clusterDim.z = 1;
+  config.attrs = cluster_attribute;
+  config.numAttrs = cluster > 1 ? 1 : 0;
+  return config;
+}
+
+// How many clusters of `cluster` verify CTAs the current device runs at once (a cluster needs its CTAs'
+// SMs in one GPC, so it can be fewer than SMs / cluster); 0 where it has no clusters.
+int64_t max_active_clusters(int64_t cluster, int64_t row_groups) {
+  TORCH_CHECK(cluster >= 1 && cluster <= 8 && (row_groups == 2 || row_groups == ddk_verify::kMaxGroups),
+              "max_active_clusters: cluster 1 to 8 and row_groups 2 or 3, not ", cluster, " and ", row_groups);
+  int device = 0;
+  C10_CUDA_CHECK(cudaGetDevice(&device));
+  if (!has_clusters(device)) return 0;
+  allow_shared_memory(device);
+  cudaLaunchAttribute attribute{};
+  cudaLaunchConfig_t config = verify_config(cluster, row_groups, nullptr, &attribute, cluster);
+  config.numAttrs = 1;
+  int clusters = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, ddk_verify::verify_attention_kernel, &config));
+  return clusters;
 }
 
 void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slots, const at::Tensor& kv_offsets,
@@ -118,23 +164,9 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
 
   allow_shared_memory(device.index());
   auto stream = at::cuda::getCurrentCUDAStream();
-  if (cluster > 1) {
-    int major = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device.index()));
-    TORCH_CHECK(major >= 9, "thread-block clusters need sm_90 or later; this GPU is sm_", major, "x");
-  }
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(num_ctas));
-  config.blockDim = dim3(ddk_verify::kGroupThreads * p.row_groups);
-  config.dynamicSmemBytes = ddk_verify::smem_bytes(p.row_groups);
-  config.stream = stream;
+  TORCH_CHECK(cluster == 1 || has_clusters(device.index()), "thread-block clusters need sm_90 or later");
   cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  config.attrs = &attribute;
-  config.numAttrs = cluster > 1 ? 1 : 0;
+  const cudaLaunchConfig_t config = verify_config(num_ctas, row_groups, stream, &attribute, cluster);
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, ddk_verify::verify_attention_kernel, p));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (combines) {
@@ -148,4 +180,5 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("verify", &verify, "Tree-verify MLA attention (SGLang layout marshaled by ddbench.kernel.marshal)");
+  m.def("max_active_clusters", &max_active_clusters, "Clusters of verify CTAs the current device runs at once");
 }

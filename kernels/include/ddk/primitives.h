@@ -40,6 +40,8 @@
 // ------------------------------------------------------------------------------------------------
 #include "../../emu/runtime.h"
 
+#include <stdexcept>
+
 #define DDK_DEVICE inline
 #define DDK_DEVICE_NOINLINE inline
 #define DDK_GLOBAL
@@ -215,6 +217,9 @@ DDK_DEVICE void sync_block(Site site = Site::current()) { emu::detail::sync_bloc
 DDK_DEVICE unsigned cluster_ctarank() { return emu::detail::view("cluster_ctarank").cluster_rank; }
 DDK_DEVICE unsigned cluster_nctarank() { return emu::detail::view("cluster_nctarank").cluster_size; }
 
+// Stops the launch on a state the kernel must never reach (the emulation: a kernel exception naming it).
+[[noreturn]] inline void trap(const char* why) { throw std::logic_error(why); }
+
 // barrier.cluster.arrive.release + wait.acquire: every thread of every CTA of the cluster, and what each
 // wrote to its shared memory before it is visible to the others' ld_cluster after it.
 DDK_DEVICE void sync_cluster(Site site = Site::current()) { emu::detail::sync_cluster(site); }
@@ -383,6 +388,9 @@ DDK_DEVICE unsigned cluster_nctarank() {
 #endif
 }
 
+// Stops the launch on a state the kernel must never reach (an illegal-instruction error on the GPU).
+[[noreturn]] DDK_DEVICE void trap(const char*) { __trap(); }
+
 DDK_DEVICE void sync_cluster() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
@@ -451,6 +459,7 @@ DDK_DEVICE void cp_async_wait() {
 
 DDK_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 
+// (volatile: kept in order with sync_cluster's asm, whose memory clobber orders the rest)
 template <class T>
 DDK_DEVICE T ld_cluster(const T* p, unsigned rank) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
@@ -458,14 +467,13 @@ DDK_DEVICE T ld_cluster(const T* p, unsigned rank) {
   std::uint32_t remote, v[4];
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(smem_addr(p)), "r"(rank));
   if constexpr (sizeof(T) == 4)
-    asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v[0]) : "r"(remote) : "memory");
+    asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v[0]) : "r"(remote));
   else if constexpr (sizeof(T) == 8)
-    asm volatile("ld.shared::cluster.v2.u32 {%0, %1}, [%2];" : "=r"(v[0]), "=r"(v[1]) : "r"(remote) : "memory");
+    asm volatile("ld.shared::cluster.v2.u32 {%0, %1}, [%2];" : "=r"(v[0]), "=r"(v[1]) : "r"(remote));
   else
     asm volatile("ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
-                 : "r"(remote)
-                 : "memory");
+                 : "r"(remote));
   T out;
   std::memcpy(&out, v, sizeof(T));
   return out;
