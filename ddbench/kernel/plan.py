@@ -83,8 +83,8 @@ DRAM_PACE_BY_DEVICE = (("rtx pro 6000", 20.21), ("rtx 5090", 43.95), ("h200", 61
 # the split's costs) cost CLUSTER_FROM_TILES of a CTA's key tiles or more: a CTA's merge (its rows of the
 # cluster's parts over the SM-to-SM network, two cluster barriers) costs about a key tile, and the rounding
 # may add one. Modeled on suites/model-report.json: on the RTX PRO 6000 (parts 4.4-7.9 tiles) bs1 q9 p4k,
-# 4 tiles a CTA, 8.2 -> 9.5 µs with clusters of 8; bs1 q9 p32k, 15 tiles, 29.1 -> 26.0; bs16 q9 p4k 51.1
-# -> 50.0, every row tile merged whole; q65 p4k 22.7 -> 18.0; on the H200 (parts about 1.9 tiles: fast
+# 4 tiles a CTA, 8.2 -> 9.5 µs with clusters of 8; bs1 q9 p32k, 15 tiles, 29.1 -> 25.5; bs16 q9 p4k 51.1
+# -> 49.5, every row tile merged whole; q65 p4k 22.7 -> 17.5; on the H200 (parts about 1.9 tiles: fast
 # DRAM, shared memory binds) every shape 0-8 % slower with them (q65 p4k 21.8 -> 23.6).
 MAX_CLUSTER = 8
 CLUSTER_FROM_TILES = 3.0

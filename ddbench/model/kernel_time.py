@@ -4,7 +4,8 @@ Each CTA runs its phases (the stretches between barriers) one after another; a p
 binding resource: the tensor pipe (mma count / rate), shared memory (wavefronts, one per cycle per SM),
 issue (warp instructions, four per cycle per SM) or exposed memory latency (round trips: the phase's global
 bytes over the bytes the CTA keeps in flight, each a latency that L2 hits shorten); a cp.async pipeline hides
-its round trips behind the compute of the other phases. Co-resident CTAs share an
+its round trips behind the compute of the other phases; a thread-block cluster's merge (reads of other CTAs'
+shared memory, cluster barriers) is paid after the rest, never hidden. Co-resident CTAs share an
 SM's pipes. CTAs are dispatched in order onto the free CTA slots of the GPU, which gives waves and tails. The
 kernel is then no faster than its unique bytes over DRAM bandwidth nor its total traffic over L2 bandwidth.
 The launch adds a fixed overhead per kernel. Every figure is *modeled*.

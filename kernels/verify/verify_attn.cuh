@@ -8,8 +8,11 @@
 // is left without keys. A CTA walks its range as segments of one row tile each; a segment that covers its row
 // tile whole writes the output, one that covers part of it writes a partial (output in fp16, each row quarter
 // scaled by a power of two, and its log-sum-exp) that the combine kernel merges with the other parts of that
-// row tile. With `whole_row_tiles`, CTA c is row tile c whole (short prefixes: nothing to combine). Only keys
-// at or after the prefix read the tree mask (bit words per draft row over the draft columns).
+// row tile. With `whole_row_tiles`, CTA c is row tile c whole (short prefixes: nothing to combine). Launched
+// in thread-block clusters (sm_90+, `cluster` CTAs), a cluster whose ranges all lie in one row tile merges its
+// parts through distributed shared memory instead (merge_cluster_parts): into the output when it covers the
+// row tile, else into one part for the combine. Only keys at or after the prefix read the tree mask (bit
+// words per draft row over the draft columns).
 //
 // 8 or 12 warps: warp w works on row group g = w / 4 (16 rows) and quarter c = w % 4. For S = Q K^T, the quarter is
 // a 144-wide slice of the 576 dims (Q fragments stay in registers); the four partial S tiles of a row group
@@ -583,7 +586,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
         ddk::st_global(p.lse + grow, lse2 * kLn2);
     } else {
       // A part for the combine (the workspace), or staged in shared memory for the cluster's merge (the same
-      // layout at row m): one store path through generic addresses.
+      // layout at row m, rows padded): one store path through generic addresses.
       const bool staged = ddk::ld_shared(merge_word) != kMergeNone;
       const int64_t part = (staged ? 0 : static_cast<int64_t>(slot) * block_m) + group * 16 + lr + 8 * h;
       const float s = inv[h] * scale[h].inverse;  // a power of two times inv: the same bits as two products
@@ -695,12 +698,6 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
   }
 }
 
-// Combine the parts of split row tiles: one CTA per (token, head) row, of 128 threads (4 stored positions
-// each: columns c, c+1, c+8, c+9 of one quarter, see part_column) or, where row tiles have many parts, of two
-// such halves, each merging every other part so that twice the bytes are in flight; the halves then add up
-// in shared memory, half 0's sum first. The parts are found from the same unit arithmetic as the verify
-// kernel and merged in CTA order (by two halves: the even and the odd parts, then their sums), so the result
-// does not depend on which CTA finished first.
 // The workspace slot CTA c (first <= c, the CTA holding the row tile's first unit) holds of the row tile of
 // units [unit0, unit0 + tiles), or -1: CTA `first` holds it in slot 1 unless the row tile starts its range,
 // later CTAs in slot 0 (their range starts inside the row tile); a CTA with an empty range (more CTAs than
@@ -715,6 +712,12 @@ DDK_DEVICE int64_t part_slot(const VerifyParams& p, int64_t c, int64_t first, in
   return 2 * c + (c == first && range_start(first, units, p.num_ctas) != unit0 ? 1 : 0);
 }
 
+// Combine the parts of split row tiles: one CTA per (token, head) row, of 128 threads (4 stored positions
+// each: columns c, c+1, c+8, c+9 of one quarter, see part_column) or, where row tiles have many parts, of two
+// such halves, each merging every other part so that twice the bytes are in flight; the halves then add up
+// in shared memory, half 0's sum first. The parts are found from the same unit arithmetic as the verify
+// kernel and merged in CTA order (by two halves: the even and the odd parts, then their sums), so the result
+// does not depend on which CTA finished first.
 constexpr int kCombineSmemBytes = 5 * kCombineHalf * 4;  // half 1's four sums and weight per thread
 
 DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
