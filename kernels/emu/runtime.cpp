@@ -1454,6 +1454,41 @@ int workers_from_env() {
   return 1;
 }
 
+// A rendezvous of `total` threads at one call site (sync_block: the block's; sync_cluster: the cluster's).
+// True in the last thread to arrive; the others are parked in `waiting` until the caller releases them. A
+// thread arriving at another call site than the first parks for good (the deadlock report names both).
+bool arrive(Fiber* f, unsigned& arrived, Site& at, unsigned total, std::vector<Fiber*>& waiting, Coll kind,
+            const Site& site) {
+  if (arrived == 0) {
+    at = site;
+  } else if (!same_site(at, site)) {
+    f->state = FState::Diverged;
+    f->wait_kind = kind;
+    f->wait_site = site;
+    switch_to_next(f);
+    abort_to_main(f);
+  }
+  if (++arrived < total) {
+    f->state = FState::WaitBarrier;
+    f->wait_kind = kind;
+    f->wait_site = site;
+    waiting.push_back(f);
+    switch_to_next(f);
+    return false;
+  }
+  arrived = 0;
+  return true;
+}
+
+void release(std::vector<Fiber*>& waiting) {
+  for (Fiber* g : waiting) {
+    g->state = FState::Ready;
+    g->wait_kind = Coll::None;
+    g->worker->push(g);
+  }
+  waiting.clear();
+}
+
 inline Fiber* current_fiber(const char* what) {
   ThreadView* v = tl_view;
   if (v == nullptr) outside_launch(what);
@@ -1516,31 +1551,9 @@ void warp_collective(Coll kind, const LaneArgs& args, const Site& site) {
 void sync_block(const Site& site) {
   Fiber* f = current_fiber("sync_block");
   Worker& w = *f->worker;
-  if (w.bar_arrived == 0) {
-    w.bar_site = site;
-  } else if (!same_site(w.bar_site, site)) {
-    f->state = FState::Diverged;
-    f->wait_kind = Coll::SyncBlock;
-    f->wait_site = site;
-    switch_to_next(f);
-    abort_to_main(f);
-  }
-  if (++w.bar_arrived < w.nthreads) {
-    f->state = FState::WaitBarrier;
-    f->wait_kind = Coll::SyncBlock;
-    f->wait_site = site;
-    w.bar_waiting.push_back(f);
-    switch_to_next(f);
-    return;
-  }
-  w.bar_arrived = 0;
+  if (!arrive(f, w.bar_arrived, w.bar_site, w.nthreads, w.bar_waiting, Coll::SyncBlock, site)) return;
   if (w.trace != nullptr) trace_barrier(w);
-  for (Fiber* g : w.bar_waiting) {
-    g->state = FState::Ready;
-    g->wait_kind = Coll::None;
-    w.push(g);
-  }
-  w.bar_waiting.clear();
+  release(w.bar_waiting);
 }
 
 void cp_async_16(void* smem_dst, const void* gmem_src, bool valid, const Site& site) {
@@ -1703,34 +1716,12 @@ Space space_of(const void* p) {
 
 void sync_cluster(const Site& site) {
   Fiber* f = current_fiber("sync_cluster");
-  Worker& w = *f->worker;
-  Cluster& cl = *w.cluster;
-  if (cl.arrived == 0) {
-    cl.site = site;
-  } else if (!same_site(cl.site, site)) {
-    f->state = FState::Diverged;
-    f->wait_kind = Coll::SyncCluster;
-    f->wait_site = site;
-    switch_to_next(f);
-    abort_to_main(f);
-  }
-  if (++cl.arrived < w.nthreads * cl.blocks.size()) {
-    f->state = FState::WaitBarrier;
-    f->wait_kind = Coll::SyncCluster;
-    f->wait_site = site;
-    cl.waiting.push_back(f);
-    switch_to_next(f);
-    return;
-  }
-  cl.arrived = 0;
+  Cluster& cl = *f->worker->cluster;
+  const auto total = static_cast<unsigned>(f->worker->nthreads * cl.blocks.size());
+  if (!arrive(f, cl.arrived, cl.site, total, cl.waiting, Coll::SyncCluster, site)) return;
   for (Worker* b : cl.blocks)
     if (b->trace != nullptr) trace_barrier(*b, true);
-  for (Fiber* g : cl.waiting) {
-    g->state = FState::Ready;
-    g->wait_kind = Coll::None;
-    g->worker->push(g);
-  }
-  cl.waiting.clear();
+  release(cl.waiting);
 }
 
 namespace {

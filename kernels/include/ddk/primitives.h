@@ -368,25 +368,21 @@ DDK_DEVICE void sync_block() { __syncthreads(); }
 
 // Thread-block clusters need sm_90 or later; before it every CTA is rank 0 of a cluster of one, and the host
 // never asks for more.
-DDK_DEVICE unsigned cluster_ctarank() {
+template <bool kRank>  // %cluster_ctarank, else %cluster_nctarank
+DDK_DEVICE unsigned cluster_register() {
 #if __CUDA_ARCH__ >= 900
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
+  unsigned v;
+  if constexpr (kRank)
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(v));
+  else
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(v));
+  return v;
 #else
-  return 0;
+  return kRank ? 0u : 1u;
 #endif
 }
-
-DDK_DEVICE unsigned cluster_nctarank() {
-#if __CUDA_ARCH__ >= 900
-  unsigned n;
-  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(n));
-  return n;
-#else
-  return 1;
-#endif
-}
+DDK_DEVICE unsigned cluster_ctarank() { return cluster_register<true>(); }
+DDK_DEVICE unsigned cluster_nctarank() { return cluster_register<false>(); }
 
 // Stops the launch on a state the kernel must never reach (an illegal-instruction error on the GPU).
 [[noreturn]] DDK_DEVICE void trap(const char*) { __trap(); }
