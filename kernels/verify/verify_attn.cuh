@@ -51,6 +51,7 @@ constexpr int kStageBytes = kBlockN * kSmemRowBytes;  // 37,376
 // (2 wavefronts per warp instruction) instead of hitting 8 banks 4 times over (8 wavefronts).
 constexpr int kReduceBytesPerGroup = 4 * kGroupRows * kBlockN * 4;  // 8,192
 constexpr int kMaskBytesPerGroup = kGroupRows * 2 * 4;             // the two words of each row: 128
+constexpr int kMaxCluster = 8;       // CTAs of a thread-block cluster at most: the portable size
 constexpr int kCursorBytes = 6 * 16;  // two cursors and their requests' extents, the range, two segment slots
                                       // and the CTA's cluster merge (see cluster_merge)
 constexpr int kSmemFixedBytes = kStages * kStageBytes + kCursorBytes;  // 74,848
@@ -224,6 +225,13 @@ DDK_HOST_DEVICE int cluster_merge(int64_t begin, int64_t end, int64_t tile_base,
   return begin == tile_base && end == tile_base + tiles ? kMergeWhole : kMergePart;
 }
 
+// A launch's cluster size is 1 to kMaxCluster CTAs dividing its grid, and 1 when row tiles run whole (both
+// launchers refuse anything else).
+DDK_HOST_DEVICE bool valid_cluster(int64_t cluster, int64_t num_ctas, int64_t whole_row_tiles) {
+  return cluster >= 1 && cluster <= kMaxCluster && num_ctas % cluster == 0 &&
+         (cluster == 1 || whole_row_tiles == 0);
+}
+
 // The units of the cluster holding CTA c, [begin, end); only with clusters and no empty range (units >= ctas).
 DDK_HOST_DEVICE bool cluster_units(int64_t c, int64_t units, int64_t ctas, int64_t cluster, int64_t& begin,
                                    int64_t& end) {
@@ -311,7 +319,6 @@ DDK_HOST_DEVICE int part_column(int position) {
 }
 
 constexpr int kCombineHalf = 128;  // threads of a combine half, and of a row being merged in a cluster
-constexpr int kMaxCluster = 8;     // CTAs of a cluster at most: the portable size
 
 // A merging cluster's CTAs stage their parts over the stages (free after the last tile), in the workspace's
 // layout but for the row stride: block_m rows of 512 fp16 (part_column order) 32 bytes apart more than the

@@ -47,7 +47,7 @@ ddk::emu::Status launch_both(const ddk_verify::VerifyParams& p, ddk::emu::Launch
   if (!groups_ok || (p.combine_halves != 1 && p.combine_halves != 2))
     return {ddk::emu::kInvalidLaunch, "row_groups must be 2 or 3 and combine_halves 1 or 2, not " +
                                           std::to_string(p.row_groups) + " and " + std::to_string(p.combine_halves)};
-  if (p.cluster < 1 || p.cluster > 8 || p.num_ctas % p.cluster != 0 || (p.cluster > 1 && p.whole_row_tiles > 0))
+  if (!ddk_verify::valid_cluster(p.cluster, p.num_ctas, p.whole_row_tiles))
     return {ddk::emu::kInvalidLaunch, "cluster must be 1 to 8 CTAs dividing num_ctas, and 1 with whole row "
                                       "tiles, not " + std::to_string(p.cluster) + " of " + std::to_string(p.num_ctas)};
   const ddk::emu::Dim3 grid(static_cast<unsigned>(p.num_ctas));

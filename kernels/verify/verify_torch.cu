@@ -67,7 +67,8 @@ cudaLaunchConfig_t verify_config(int64_t num_ctas, int64_t row_groups, cudaStrea
 // How many clusters of `cluster` verify CTAs the current device runs at once (a cluster needs its CTAs'
 // SMs in one GPC, so it can be fewer than SMs / cluster); 0 where it has no clusters.
 int64_t max_active_clusters(int64_t cluster, int64_t row_groups) {
-  TORCH_CHECK(cluster >= 1 && cluster <= 8 && (row_groups == 2 || row_groups == ddk_verify::kMaxGroups),
+  TORCH_CHECK(cluster >= 1 && cluster <= ddk_verify::kMaxCluster &&
+                  (row_groups == 2 || row_groups == ddk_verify::kMaxGroups),
               "max_active_clusters: cluster 1 to 8 and row_groups 2 or 3, not ", cluster, " and ", row_groups);
   int device = 0;
   C10_CUDA_CHECK(cudaGetDevice(&device));
@@ -111,8 +112,8 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
   TORCH_CHECK(num_ctas >= 1 && num_ctas < (int64_t{1} << 30) && whole_row_tiles >= 0, "bad launch geometry");
   TORCH_CHECK(row_groups == 2 || row_groups == ddk_verify::kMaxGroups, "row_groups must be 2 or 3, not ", row_groups);
   TORCH_CHECK(combine_halves == 1 || combine_halves == 2, "combine_halves must be 1 or 2, not ", combine_halves);
-  TORCH_CHECK(cluster >= 1 && cluster <= 8 && num_ctas % cluster == 0 && (cluster == 1 || whole_row_tiles == 0),
-              "cluster must be 1 to 8 CTAs dividing num_ctas (", num_ctas, "), and 1 with whole row tiles, not ",
+  TORCH_CHECK(ddk_verify::valid_cluster(cluster, num_ctas, whole_row_tiles), "cluster must be 1 to ",
+              ddk_verify::kMaxCluster, " CTAs dividing num_ctas (", num_ctas, "), and 1 with whole row tiles, not ",
               cluster);
   const int64_t block_m = ddk_verify::kGroupRows * row_groups;
   check_aligned(q, "q", 16);
