@@ -28,6 +28,7 @@ from ddbench.kernel.plan import (
     DEFAULT_DRAM_PACE,
     DRAM_PACE_BY_DEVICE,
     MIN_TILES_PER_CTA,
+    PACE_FIXED_TILES,
     PACE_MARGIN,
     WHOLE_FIXED_TILES,
     WHOLE_WAVES,
@@ -486,9 +487,10 @@ def test_plan_bounds():
             assert plan == split, shape
             assert min(sm_count, row_tiles) <= plan.ctas <= sm_count, shape  # one wave, no fewer than needed
             sized = min(sm_count, max(row_tiles, -(-units // MIN_TILES_PER_CTA)))  # before the rounding
-            if plan.ctas != sized:  # rounded down to a multiple of the row tiles: one part per CTA
-                assert plan.ctas % row_tiles == 0 and ALIGNED_SHARE * sized <= plan.ctas < sized, shape
-                assert units >= ALIGN_FROM_TILES * sized, shape
+            if plan.ctas != sized:  # rounded to a multiple of the row tiles: one part per CTA
+                assert plan.ctas % row_tiles == 0 and ALIGNED_SHARE * sized <= plan.ctas, shape
+                assert plan.ctas < sized + row_tiles, shape  # to the nearest multiple up or down
+                assert units >= ALIGN_FROM_TILES * max(sized, plan.ctas), shape
             elif row_tiles < plan.ctas < sm_count:  # sized by the work: about MIN_TILES_PER_CTA units each
                 assert MIN_TILES_PER_CTA - 1 < units / plan.ctas <= MIN_TILES_PER_CTA, shape
             elif plan.ctas == sm_count:  # capped by the GPU: at least as much work as that each
@@ -524,9 +526,10 @@ def test_the_dram_pace_of_each_gpu_follows_from_its_datasheet():
     ("batch", "prefix", "sm_count", "pace", "ctas"),
     [
         (16, 4096, 188, None, 188),  # 32 row tiles of 48 rows on every SM
-        (16, 4096, 188, 20.21, 128),  # 2 x 3 x 20.21 x 1.15 = 140, rounded down to 4 CTAs a row tile
+        # 2,064 KV tiles / (3 x 20.21 x 1.15) - 2 fixed = 27.6 tiles a CTA: 150 CTAs, up to 5 a row tile
+        (16, 4096, 188, 20.21, 160),
         (1, 32768, 188, None, 188),
-        (1, 32768, 188, 20.21, 140),  # 2 row tiles, 70 parts each instead of 94
+        (1, 32768, 188, 20.21, 160),  # 1,025 / 69.7 - 2 = 12.7 tiles a CTA: 162, clusters of 8 keep 160
         (16, 4096, 132, None, 128),  # the H200: 4 CTAs to each of the 32 row tiles (the aligned rounding)
         (16, 4096, 132, 61.47, 128),  # the same with its pace: it needs all its SMs to keep up with DRAM
         (1, 4096, 188, 20.21, 97),  # fewer CTAs than that already (about 4 tiles each)
@@ -567,16 +570,24 @@ def test_the_pace_never_takes_split_ranges_below_the_row_tiles_or_above_the_rang
         shape = (batch, heads, q_len, prefix)
         assert paced.ctas <= free.ctas and paced.row_groups == free.row_groups, shape
         if paced.ctas < free.ctas:
-            target = paced.row_tiles * paced.row_groups * DEFAULT_DRAM_PACE * PACE_MARGIN
-            assert batch * paced.row_tiles <= paced.ctas <= max(batch * paced.row_tiles, target + 1), shape
-            assert paced.ctas >= min(free.ctas, ALIGNED_SHARE * target), shape
+            # enough CTAs that DRAM sets the pace: their key tiles alone take no longer than DRAM brings them;
+            # with each CTA's fixed cost too, unless that leaves fewer than ALIGN_FROM_TILES tiles a CTA
+            kv_tiles = -(-keys // BLOCK_N)
+            units = paced.row_tiles * kv_tiles
+            at_pace = kv_tiles / (paced.row_groups * DEFAULT_DRAM_PACE * PACE_MARGIN)
+            bare = units / at_pace
+            fixed = units / (at_pace - PACE_FIXED_TILES) if at_pace > PACE_FIXED_TILES else units
+            row_tiles = batch * paced.row_tiles
+            assert paced.ctas >= min(free.ctas, ALIGNED_SHARE * bare), shape
+            most = max(bare, min(fixed, units / ALIGN_FROM_TILES))
+            assert row_tiles <= paced.ctas <= max(row_tiles, most + row_tiles), shape  # rounded up at most
 
 
 @pytest.mark.parametrize(
     ("batch", "heads", "q_len", "prefix", "pace", "ctas", "cluster"),
     [
-        (1, 8, 9, 32768, 20.21, 140, 7),  # 70 parts a row tile, merged by clusters of 7: 10 parts left
-        (16, 8, 9, 4096, 20.21, 128, 4),  # 4 parts a row tile: one cluster merges each row tile whole
+        (1, 8, 9, 32768, 20.21, 160, 8),  # 81 parts a row tile; 80 in clusters of 8 (3 would keep 81): 10
+        (16, 8, 9, 4096, 20.21, 160, 5),  # 5 parts a row tile: one cluster merges each row tile whole
         (1, 8, 65, 4096, 20.21, 176, 8),  # 11 row tiles of 17 parts: 16 each (94 %) in two clusters of 8
         (1, 8, 9, 4096, 20.21, 97, 1),  # 4 tiles a CTA: the merge would cost about one of them
         (1, 8, 9, 32768, 61.47, 132, 1),  # the H200: its parts cost 2 tiles over its fast DRAM

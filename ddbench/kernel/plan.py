@@ -22,12 +22,12 @@ SMEM_PER_GROUP_BYTES = 4 * GROUP_ROWS * BLOCK_N * 4 + GROUP_ROWS * 2 * 4  # part
 SMEM_FIXED_BYTES = 2 * STAGE_BYTES + 96  # two stages and the CTA's cursor
 COMBINE_HALF = 128  # combine threads per half; a CTA of two halves merges every other part in each
 COMBINE_SMEM_BYTES = 5 * COMBINE_HALF * 4  # where the halves add up
-# CTAs rounded down to a multiple of the row tiles when that keeps this share of them, and they hold this
-# many key tiles each or more (fewer, and the tile a rounded range may gain costs more than the parts it
-# saves: bs1 q9 p4k, 4 tiles a CTA, modeled 8.2 -> 8.8 µs). In a batch of equal requests each CTA's range
-# is then one part of one row tile, instead of straddling two (up to twice the parts, written and re-read;
-# DeepSeek-V3 bs4 q65 p4k, 188 -> 176 CTAs, 107.8 -> 103.2 µs); a ragged batch (the plan sees shapes, not
-# lengths) only gives up that share of its CTAs.
+# CTAs rounded to a multiple of the row tiles (up while the wave holds them, else down where that keeps
+# this share of them), and they hold this many key tiles each or more (fewer, and the tile a rounded range
+# may gain costs more than the parts it saves: bs1 q9 p4k, 4 tiles a CTA, modeled 8.2 -> 8.8 µs). In a
+# batch of equal requests each CTA's range is then one part of one row tile, instead of straddling two (up
+# to twice the parts, written and re-read; DeepSeek-V3 bs4 q65 p4k, 188 -> 176 CTAs, 107.8 -> 103.2 µs); a
+# ragged batch (the plan sees shapes, not lengths) only gives up that share of its CTAs.
 ALIGNED_SHARE = 0.9
 ALIGN_FROM_TILES = 6
 # Two combine halves once row tiles average this many parts or more: twice the bytes in flight for a
@@ -74,11 +74,19 @@ WIDE_UNITS_PER_SLOT = 8
 # p4k 188 -> 128 CTAs, 54.8 -> 51.5 µs; bs1 q9 p32k 188 -> 140, 31.1 -> 29.1); the RTX 5090 (half the mma
 # rate) only where a request is one row tile (102 or 152 CTAs of its 170); the H200 (4.8 TB/s; shared
 # memory binds its SMs) never (141 or more for its 132).
+# Each CTA also pays about PACE_FIXED_TILES key tiles that no tile count shrinks: its prologue (the offsets,
+# then Q and the first tiles behind their slot indices) and, in a cluster, its merge. The paced CTAs are
+# enough that their tiles *and* that cost fit in the time DRAM brings the KV tiles (fitted on the model: bs1
+# q9 p32k at 140 and 176 CTAs, 14.6 and 11.6 tiles each, 22.9 and 18.8 µs: 1.37 µs a tile and 2.8 fixed;
+# 140 -> 160 CTAs, 25.5 -> 24.2 µs; bs16 q9 p4k 128 -> 160, 49.5 -> 46.1; bs1 q9 p16k 140 -> 168, 19.0 ->
+# 17.6), though no more than leave ALIGN_FROM_TILES tiles a CTA (at bs1 q9 p16k the cost alone asked for
+# 192 CTAs of 5.3 tiles, too few for clusters: 23.6 µs).
 DRAM_PACE_BY_DEVICE = (("rtx pro 6000", 20.21), ("rtx 5090", 43.95), ("h200", 61.47))
 # Thread-block clusters (sm_90 and later): where every row tile is split into k equal parts, clusters of C
 # CTAs (C dividing k, at most the portable 8) merge their parts through distributed shared memory, leaving
-# k / C parts a row tile for the combine, none where C = k. The plan takes the C that keeps the most CTAs of
-# k (rounding k down to a multiple of C keeps ALIGNED_SHARE of them or more), the larger C on a tie, and
+# k / C parts a row tile for the combine, none where C = k. The plan takes the largest C that keeps
+# CLUSTER_KEPT of the most CTAs of k any C keeps (rounding k down to a multiple of C: 81 parts are 80 in
+# clusters of 8, 10 left, rather than 81 in clusters of 3, 27 left), where that keeps ALIGNED_SHARE, and
 # only where CTAs hold ALIGN_FROM_TILES key tiles or more and the parts (over DRAM at the GPU's pace, as in
 # the split's costs) cost CLUSTER_FROM_TILES of a CTA's key tiles or more: a CTA's merge (its rows of the
 # cluster's parts over the SM-to-SM network, two cluster barriers) costs about a key tile, and the rounding
@@ -88,8 +96,10 @@ DRAM_PACE_BY_DEVICE = (("rtx pro 6000", 20.21), ("rtx 5090", 43.95), ("h200", 61
 # DRAM, shared memory binds) every shape 0-8 % slower with them (q65 p4k 21.8 -> 23.6).
 MAX_CLUSTER = 8
 CLUSTER_FROM_TILES = 3.0
+CLUSTER_KEPT = 0.98
 DEFAULT_DRAM_PACE = DRAM_PACE_BY_DEVICE[0][1]  # the emulation plans as if on an RTX PRO 6000
 PACE_MARGIN = 1.15
+PACE_FIXED_TILES = 2.0
 
 
 def smem_bytes(row_groups: int) -> int:
@@ -198,7 +208,7 @@ def plan_launch(
     split = (
         ctas
         if ctas is not None
-        else _split_ctas(units, all_row_tiles, row_tiles, row_groups, slots, dram_pace)
+        else _split_ctas(units, all_row_tiles, -(-total_keys // BLOCK_N), row_groups, slots, dram_pace)
     )
     if whole_row_tiles is None:  # short row tiles, little saved by splitting, or waves without parts
         whole_row_tiles = ctas is None and (
@@ -220,12 +230,15 @@ def plan_launch(
 
 def _clustered(split: int, all_row_tiles: int) -> tuple[int, int]:
     """CTAs and CTAs per cluster: every row tile cut into k parts (the split rounded down to a multiple of the
-    row tiles), in clusters of the size that keeps the most of them (k rounded down to its multiple), the
-    larger on a tie, where that keeps ALIGNED_SHARE of the split; else the split without clusters."""
+    row tiles), in clusters of the largest size that keeps CLUSTER_KEPT of the most CTAs any size keeps (k
+    rounded down to its multiple), where that keeps ALIGNED_SHARE of the split; else the split without
+    clusters."""
     k = split // all_row_tiles if all_row_tiles else 0
     if k < 2:
         return split, 1
-    kept, size = max((k // c * c, c) for c in range(2, min(k, MAX_CLUSTER) + 1))
+    most = max(k // c * c for c in range(2, min(k, MAX_CLUSTER) + 1))
+    size = max(c for c in range(2, min(k, MAX_CLUSTER) + 1) if k // c * c >= CLUSTER_KEPT * most)
+    kept = k // size * size
     if kept * all_row_tiles < ALIGNED_SHARE * split:
         return split, 1
     return kept * all_row_tiles, size
@@ -249,15 +262,29 @@ def _split_costs(split: int, row_groups: int, dram_pace: float | None) -> float:
     return WHOLE_FIXED_TILES + _parts_tiles(split, row_groups, dram_pace)
 
 
+def _paced_ctas(units: int, kv_tiles: int, row_groups: int, dram_pace: float) -> int:
+    """The CTAs that keep pace with DRAM: whose key tiles, with each CTA's fixed cost (PACE_FIXED_TILES),
+    take no longer than DRAM takes to bring the batch's KV tiles, though never so many that a CTA holds fewer
+    than ALIGN_FROM_TILES of them (parts aligned to row tiles, clusters) unless the tiles alone need that."""
+    at_pace = kv_tiles / (row_groups * dram_pace * PACE_MARGIN)  # a CTA's tiles while DRAM brings them all
+    bare = math.ceil(units / at_pace)
+    per_cta = at_pace - PACE_FIXED_TILES
+    with_fixed = math.ceil(units / per_cta) if per_cta > 0 else units
+    return max(bare, min(with_fixed, units // ALIGN_FROM_TILES))
+
+
 def _split_ctas(
-    units: int, all_row_tiles: int, row_tiles: int, row_groups: int, slots: int, dram_pace: float | None
+    units: int, all_row_tiles: int, kv_tiles: int, row_groups: int, slots: int, dram_pace: float | None
 ) -> int:
     """CTAs for balanced ranges: about MIN_TILES_PER_CTA units each, one wave, no more than keep pace with
-    DRAM, rounded down to a multiple of the row tiles where that keeps ALIGNED_SHARE of them."""
+    DRAM, rounded to a multiple of the row tiles (up while that fits the wave, else down where that keeps
+    ALIGNED_SHARE of them)."""
     ctas = min(slots, max(all_row_tiles, -(-units // MIN_TILES_PER_CTA)))  # 0 for an empty batch
-    if dram_pace is not None:
-        ctas = min(ctas, max(all_row_tiles, math.ceil(row_tiles * row_groups * dram_pace * PACE_MARGIN)))
-    aligned = ctas // max(1, all_row_tiles) * all_row_tiles
-    if aligned >= ALIGNED_SHARE * ctas and units >= ALIGN_FROM_TILES * ctas:
-        return aligned  # equal requests: every row tile in the same number of parts, one per CTA
+    if dram_pace is not None and units:
+        ctas = min(ctas, max(all_row_tiles, _paced_ctas(units, kv_tiles, row_groups, dram_pace)))
+    per_row_tile = max(1, all_row_tiles)
+    for aligned in (-(-ctas // per_row_tile) * per_row_tile, ctas // per_row_tile * per_row_tile):
+        fits = aligned <= slots and units >= ALIGN_FROM_TILES * max(ctas, aligned)
+        if fits and aligned >= ALIGNED_SHARE * ctas:
+            return aligned  # equal requests: every row tile in the same number of parts, one per CTA
     return ctas
