@@ -590,8 +590,9 @@ def test_the_hardware_backends_launch_is_the_extension_call_alone(monkeypatch):
     arguments = calls[0]
     assert arguments[6] is x.o_extend and arguments[7] is lse
     assert arguments[8].shape[0] == 8 and arguments[10].shape == (8, 32, 4)  # two parts per CTA, in prepare
-    assert arguments[12] == 4  # the CTAs
-    assert arguments[16] == 1  # forced CTAs: no clusters
+    assert arguments[11] is None  # no clusters, so no final merge: no arrival counters, the combine runs
+    assert arguments[13] == 4  # the CTAs
+    assert arguments[17] == 1  # forced CTAs: no clusters
     assert all(a is b for a, b in zip(calls[0], calls[2], strict=True))  # the very same tensors each launch
 
 
@@ -723,11 +724,11 @@ def test_a_poisoned_key_reaches_the_output_through_a_cluster_merge():
     assert bool(second.isfinite().all()) and f.max_row_ulp <= MAX_ROW_ULP
 
 
-@pytest.mark.parametrize(("resident", "cluster"), [(20, 7), (19, 1)])
+@pytest.mark.parametrize(("resident", "cluster"), [(20, 8), (19, 1)])
 def test_the_hardware_backend_keeps_clusters_only_where_the_gpu_runs_them_all_at_once(
     monkeypatch, resident, cluster
 ):
-    """bs1 q9 p32k on an RTX PRO 6000 is planned as 140 CTAs in 20 clusters of 7. A GPU that holds only 19
+    """bs1 q9 p32k on an RTX PRO 6000 is planned as 160 CTAs in 20 clusters of 8. A GPU that holds only 19
     such clusters at once (a cluster's CTAs need SMs of one GPC) gets the plan without clusters instead."""
     import ddbench.backends.cuda_kernel as cuda_kernel_module
 
@@ -761,8 +762,9 @@ def test_the_hardware_backend_keeps_clusters_only_where_the_gpu_runs_them_all_at
 
     monkeypatch.setattr(cuda_kernel_module, "prepare_launch", keep)
     prepared(backend, x)
-    assert asked == [(7, 3)]
-    assert (captured["launch"].plan.ctas, captured["launch"].plan.cluster) == (140, cluster)
+    assert asked == [(8, 3)]
+    plan = captured["launch"].plan
+    assert (plan.ctas, plan.cluster, plan.final_merge) == (160 if cluster > 1 else 162, cluster, cluster > 1)
 
 
 def test_merged_parts_go_through_a_two_half_combine(fp64):

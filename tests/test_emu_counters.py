@@ -236,7 +236,7 @@ def test_cp_async_bytes_in_flight_and_late_waits(probes, late_wait_phases):
 MMA_FLOPS_SHAPE = 16 * 8 * 16  # m16n8k16
 DIM_QK, DIM_V, BLOCK_N = 576, 512, 32
 # rows, threads and dynamic shared memory of a CTA of 2 and of 3 row groups
-CTA_OF_ROW_GROUPS = {2: (32, 256, 91_488), 3: (48, 384, 99_808)}
+CTA_OF_ROW_GROUPS = {2: (32, 256, 91_584), 3: (48, 384, 99_904)}
 
 
 def small_case(**fields):
@@ -350,6 +350,13 @@ def test_verify_counters_grouped_and_over_workers(emu):
             {"batch_size": 4, "prefix": [0, 33, 400, 90], "tree": {"kind": "chain", "length": 40}},
             {"ctas": 11, "row_groups": 3},
         ),
+        # the final merge: the output rows of split row tiles and the arrival counters too
+        ({"prefix": 700, "tree": {"kind": "ddtree", "budget": 16}}, {"ctas": 8, "cluster": 4}),
+        (
+            {"batch_size": 4, "prefix": [0, 33, 400, 90], "tree": {"kind": "chain", "length": 40}},
+            {"ctas": 12, "cluster": 3},
+        ),
+        ({"prefix": 700, "tree": {"kind": "ddtree", "budget": 16}}, {"ctas": 7, "final_merge": True}),
     ],
 )
 def test_the_verify_footprint_from_addresses_is_the_counted_one(fields, plan):
@@ -410,11 +417,14 @@ EXACT_WHEN_SAMPLED = ("barriers", "mma", "ldmatrix", "shuffles", "cluster_barrie
         ),
         # clusters of 5 CTAs: each merges inside one row tile; they are sampled whole
         ({"prefix": 2000, "tree": {"kind": "ddtree", "budget": 8}}, {"ctas": 30, "cluster": 5}),
-        # a ragged batch in clusters of 3: some merge a part, some straddle two row tiles and do not
+        # a ragged batch in clusters of 3: some merge a part, some straddle two row tiles and do not; the
+        # final merge (the plan's with clusters) has the last arrivals of each row tile merge it
         (
             {"batch_size": 3, "prefix": [0, 130, 700], "tree": {"kind": "ddtree", "budget": 32}},
             {"ctas": 60, "cluster": 3},  # 18 CTAs merge, 42 do not
         ),
+        # the final merge without clusters: one CTA merges each split row tile whole
+        ({"prefix": 2000, "tree": {"kind": "ddtree", "budget": 8}}, {"ctas": 24, "final_merge": True}),
     ],
 )
 def test_one_cta_per_shape_keeps_the_exact_counts(fields, plan):

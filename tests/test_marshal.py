@@ -537,7 +537,7 @@ def test_the_dram_pace_of_each_gpu_follows_from_its_datasheet():
 )
 def test_no_more_ctas_than_keep_pace_with_dram(batch, prefix, sm_count, pace, ctas):
     plan = plan_launch(batch, 8, 9, batch * (prefix + 9), sm_count, dram_pace=pace)
-    assert plan.ctas == ctas and plan.combines
+    assert plan.ctas == ctas and plan.splits
 
 
 @pytest.mark.parametrize(
@@ -598,7 +598,9 @@ def test_clusters_where_the_parts_cost_more_than_the_merge(batch, heads, q_len, 
     sm_count = 132 if pace == 61.47 else 188
     plan = plan_launch(batch, heads, q_len, batch * (prefix + q_len), sm_count, dram_pace=pace)
     assert (plan.ctas, plan.cluster) == (ctas, cluster)
-    assert plan.ctas % plan.cluster == 0 and plan.combines
+    assert plan.ctas % plan.cluster == 0 and plan.splits
+    # where clusters merge, the verify kernel merges what they leave (the final merge): no combine kernel
+    assert plan.final_merge == (cluster > 1) and plan.combines == (cluster == 1)
 
 
 def test_a_forced_cluster_must_fit():

@@ -109,6 +109,22 @@ def test_a_cp_async_pipeline_hides_its_round_trips_behind_compute():
     assert serial.schedule_us == pytest.approx(piped.schedule_us + 3 * GPU.dram_latency_us)
 
 
+def test_the_final_merge_waits_for_its_own_loads_after_the_pipeline():
+    """From a CTA's first global atomic on (its arrival at a row tile, then the merge where it arrives last)
+    nothing is hidden behind the pipeline: each phase pays its own round trips (plain loads, the window of
+    threads x 256 B), and the rest of the CTA is modeled as before."""
+    compute = phase(mma=2_000)  # 8,000 cycles
+    phases = [phase(global_bytes=4096), compute] * 4
+    base = launch(kernel(188, phases, in_flight=[4096])).kernels[0]
+    arrival = {**phase(global_bytes=128), "instructions": {"atom_global": 1}}
+    window = 256 * 256
+    merge = phase(global_bytes=2 * window, instructions=40)  # two rounds of plain loads
+    tail = launch(kernel(188, [*phases, arrival, merge], in_flight=[4096])).kernels[0]
+    latency = GPU.us_to_cycles(GPU.dram_latency_us)
+    assert tail.schedule_us == pytest.approx(base.schedule_us + 3 * latency / CLOCK_KHZ)
+    assert (base.limiter, tail.limiter) == ("tensor", "tensor")  # 32,000 cycles of mma still weigh most
+
+
 def test_co_resident_ctas_share_the_sm():
     small = kernel(376, [phase(mma=1_000)], smem=1024, threads=128)
     k = launch(small, registers={"verify": 32}).kernels[0]

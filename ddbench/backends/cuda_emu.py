@@ -21,9 +21,10 @@ from ddbench.kernel.launch import PreparedLaunch, prepare_launch
 from ddbench.kernel.plan import DEFAULT_DRAM_PACE, DEFAULT_SM_COUNT
 from ddbench.kernel.sanitizer import SanitizerReport, parse_sanitizer_report
 from ddbench.kernel.work_shapes import verify_work_shapes
+from ddbench.kernel.work_split import cta_arrivals, last_arrivals, request_extents
 
 _ERROR_BYTES = 4096
-BUFFERS = 11  # q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale
+BUFFERS = 12  # q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale, arrivals
 _EMU_SOURCE = Path("verify") / "verify_emu.cpp"
 
 
@@ -89,11 +90,13 @@ class CudaEmuBackend:
         row_groups: int | None = None,
         dram_pace: float | None = DEFAULT_DRAM_PACE,
         cluster: int | None = None,
+        final_merge: bool | None = None,
     ) -> None:
         self.ctas = ctas  # None: the same plan as on a GPU (ddbench/kernel/plan.py)
         self.whole_row_tiles = whole_row_tiles
         self.row_groups = row_groups  # None: the plan's 32 or 48 rows per CTA
         self.cluster = cluster  # CTAs per thread-block cluster; None: the plan's (the emulation has clusters)
+        self.final_merge = final_merge  # split row tiles merged in the verify kernel; None: the plan's
         # The GPU the launch is planned for: its SMs (None: an RTX PRO 6000's) and its DRAM pace (None: plan
         # on every SM), see ddbench/kernel/plan.py; profile sets both.
         self.sm_count = sm_count
@@ -155,6 +158,7 @@ class CudaEmuBackend:
             "whole_row_tiles": self.whole_row_tiles,
             "row_groups": self.row_groups,
             "cluster": self.cluster,
+            "final_merge": self.final_merge,
         }
 
     def marshaled_launch(self, inputs: VerifyInputs) -> PreparedLaunch:
@@ -210,6 +214,7 @@ class CudaEmuBackend:
             subset = (ctypes.c_uint64 * len(shapes.representatives))(*shapes.representatives)
             weights = (ctypes.c_uint64 * len(shapes.weights))(*shapes.weights)
             self._prefill_workspace(launch)
+            self._seed_arrivals(launch, shapes.representatives)
         counters_text, sanitizer_text = ctypes.c_void_p(), ctypes.c_void_p()
         error = ctypes.create_string_buffer(_ERROR_BYTES)
         code = library.ddk_verify_emu_traced(
@@ -252,11 +257,30 @@ class CudaEmuBackend:
             launch.ws_scale.fill_(1.0)
 
     @staticmethod
+    def _seed_arrivals(launch: PreparedLaunch, subset: tuple[int, ...]) -> None:
+        """Counters one arrival short where a sampled CTA arrives last in a full run: it merges there, as that
+        CTA would (its shape says so), over the prefilled workspace."""
+        if launch.arrivals is None:
+            return
+        k = launch.kernel
+        requests = request_extents(k.heads, k.kv_offsets.tolist(), k.q_offsets.tolist(), launch.plan.block_m)
+        arrivals = cta_arrivals(launch.plan, requests)
+        last = last_arrivals(arrivals)
+        seen: dict[int, int] = {}  # arrivals of the sampled CTAs so far, by counter
+        for cta in subset:
+            for a in arrivals[cta]:
+                for lane in a.lanes:
+                    counter = a.counter + lane
+                    if last[counter] == cta:
+                        launch.arrivals[counter] = a.expected - 1 - seen.get(counter, 0)
+                    seen[counter] = seen.get(counter, 0) + 1
+
+    @staticmethod
     def _buffers(launch: PreparedLaunch, lse: torch.Tensor | None) -> list[torch.Tensor | None]:
         k = launch.kernel
         return [
             k.q, k.kv, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out, lse, launch.ws_o,
-            launch.ws_lse, launch.ws_scale,
+            launch.ws_lse, launch.ws_scale, launch.arrivals,
         ]  # fmt: skip
 
     def _arguments(
@@ -275,7 +299,9 @@ class CudaEmuBackend:
         tensors = [k.q, k.kv, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out]
         if not all(t.is_contiguous() for t in tensors):
             raise ValueError("the emulated kernel needs contiguous tensors")
-        pointers = [_pointer(t) for t in (*tensors, lse, launch.ws_o, launch.ws_lse, launch.ws_scale)]
+        pointers = [
+            _pointer(t) for t in (*tensors, lse, launch.ws_o, launch.ws_lse, launch.ws_scale, launch.arrivals)
+        ]
         scalars: list[int | float] = [
             launch.total_rows,
             k.heads,

@@ -89,6 +89,7 @@ class CudaKernelBackend:
             launch.ws_o if launch.ws_o is not None else empty,
             launch.ws_lse if launch.ws_lse is not None else empty,
             launch.ws_scale if launch.ws_scale is not None else empty,
+            launch.arrivals,  # the final merge's counters (zeros, left zero by every launch of them), or None
             k.sm_scale,
             launch.plan.ctas,
             launch.plan.whole_row_tiles,

@@ -25,10 +25,11 @@ SHARED_KINDS = (
 )  # fmt: skip
 INSTRUCTION_KINDS = (
     "mma", "shfl", "ldmatrix", "ld_shared", "st_shared", "ld_global", "st_global", "cp_async", "sync_block",
-    "ld_cluster", "sync_cluster",
+    "ld_cluster", "sync_cluster", "atom_global",
 )  # fmt: skip
-# Counted since thread-block clusters: a document written before them reads as 0 where they are missing.
-CLUSTER_FIELDS = ("ld_cluster", "sync_cluster", "cluster_bytes", "cluster_barriers")
+# Counted since thread-block clusters, and atomics since the final merge: a document written before them
+# reads as 0 where they are missing.
+CLUSTER_FIELDS = ("ld_cluster", "sync_cluster", "cluster_bytes", "cluster_barriers", "atom_global")
 CTA_DETAILS = ("all", "shapes", "sampled")
 
 

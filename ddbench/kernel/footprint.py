@@ -4,7 +4,8 @@ A sampled traced launch (one CTA per work shape) cannot count the launch-wide un
 DRAM sees; they follow from the addresses alone: every (token, head) row of Q, every pool row a key slot
 names, the slot list, the offsets, the mask words of draft columns, the output rows of row tiles a CTA covers
 whole (and their LSE), and the fp16 parts of the others (with their scales and LSE), a merging cluster's
-one part or output rows written where its first CTA's would be. Mirrors
+one part or output rows written where its first CTA's would be; under the final merge also the output rows
+of split row tiles and the arrival counters. Mirrors
 kernels/verify/verify_attn.cuh; a test checks it against fully emulated launches, sector for sector.
 """
 
@@ -15,7 +16,14 @@ import torch
 from ddbench.inputs.footprint import FP32_BYTES as FP32
 from ddbench.kernel.launch import PreparedLaunch
 from ddbench.kernel.plan import PART_QUARTERS
-from ddbench.kernel.work_split import MERGE_NONE, MERGE_WHOLE, cta_merges, cta_segments, request_extents
+from ddbench.kernel.work_split import (
+    MERGE_NONE,
+    MERGE_WHOLE,
+    cta_arrivals,
+    cta_merges,
+    cta_segments,
+    request_extents,
+)
 from ddbench.mla import HEAD_DIM_V, KV_ROW_BYTES
 
 FP16 = 2
@@ -66,12 +74,12 @@ def verify_unique_sectors(launch: PreparedLaunch, lse: torch.Tensor | None = Non
             m = plan.block_m
             valid = min(m, g.rows - s.row_tile * m)
             local = torch.arange(s.row_tile * m, s.row_tile * m + valid, dtype=torch.int64)
-            if s.slot < 0 or merge == MERGE_WHOLE:
+            if s.slot < 0 or merge == MERGE_WHOLE or plan.final_merge:  # the final merge writes them too
                 rows = q_offsets[s.request] * k.heads + local
                 pieces.append((launch.out.data_ptr() + rows * out_row, torch.full_like(rows, out_row)))
                 if lse is not None:
                     pieces.append((lse.data_ptr() + rows * FP32, torch.full_like(rows, FP32)))
-            else:
+            if s.slot >= 0 and merge != MERGE_WHOLE:
                 assert launch.ws_o is not None and launch.ws_lse is not None and launch.ws_scale is not None
                 part = s.slot * m + torch.arange(valid, dtype=torch.int64)
                 for buffer, row_bytes in (
@@ -80,6 +88,11 @@ def verify_unique_sectors(launch: PreparedLaunch, lse: torch.Tensor | None = Non
                     (launch.ws_lse, FP32),
                 ):
                     pieces.append((buffer.data_ptr() + part * row_bytes, torch.full_like(part, row_bytes)))
+    for arrivals in cta_arrivals(plan, requests):
+        for a in arrivals:
+            assert launch.arrivals is not None
+            counters = a.counter + torch.tensor(a.lanes, dtype=torch.int64)
+            pieces.append((launch.arrivals.data_ptr() + counters * FP32, torch.full_like(counters, FP32)))
     starts = torch.cat([p[0] for p in pieces])
     lengths = torch.cat([p[1] for p in pieces])
     return int(torch.unique(_sectors(starts, lengths)).numel())

@@ -23,6 +23,8 @@ class PreparedLaunch:
     ws_o: torch.Tensor | None  # (parts, block_m, 512) fp16 parts of split row tiles, only with a combine
     ws_lse: torch.Tensor | None  # (parts, block_m) fp32
     ws_scale: torch.Tensor | None  # (parts, block_m, 4) fp32: each part row quarter's power-of-two scale
+    # (plan.arrival_counters,) int32 zeros the final merge counts arrivals in (and leaves zero), else None
+    arrivals: torch.Tensor | None = None
 
     @property
     def total_rows(self) -> int:
@@ -37,11 +39,14 @@ def prepare_launch(
     row_groups: int | None = None,
     dram_pace: float | None = DEFAULT_DRAM_PACE,
     cluster: int | None = None,
+    final_merge: bool | None = None,
 ) -> PreparedLaunch:
     """`sm_count` and `dram_pace` are the GPU's the launch is planned for (by default an RTX PRO 6000's);
     `cluster` is 1 where the GPU has no thread-block clusters, None to let the plan choose."""
     k = marshal(inputs)
-    return launch_for(k, inputs.o_extend, sm_count, ctas, whole_row_tiles, row_groups, dram_pace, cluster)
+    return launch_for(
+        k, inputs.o_extend, sm_count, ctas, whole_row_tiles, row_groups, dram_pace, cluster, final_merge
+    )
 
 
 def launch_for(
@@ -53,8 +58,10 @@ def launch_for(
     row_groups: int | None = None,
     dram_pace: float | None = DEFAULT_DRAM_PACE,
     cluster: int | None = None,
+    final_merge: bool | None = None,
 ) -> PreparedLaunch:
-    """The plan and workspace for already-marshaled inputs (the self-test's mutants marshal their own)."""
+    """The plan and workspace for already-marshaled inputs (the self-test's mutants marshal their own). The
+    arrival counters are fresh zeros here; a GPU backend keeps its own, left zero by every launch."""
     plan = plan_launch(
         k.batch_size,
         k.heads,
@@ -66,12 +73,15 @@ def launch_for(
         row_groups,
         dram_pace,
         cluster,
+        final_merge,
     )
-    ws_o = ws_lse = ws_scale = None
-    if plan.combines:
+    ws_o = ws_lse = ws_scale = arrivals = None
+    if plan.splits:
         parts = plan.workspace_parts
         m = plan.block_m
         ws_o = torch.empty(parts, m, HEAD_DIM_V, dtype=torch.float16, device=out.device)
         ws_lse = torch.empty(parts, m, dtype=torch.float32, device=out.device)
         ws_scale = torch.empty(parts, m, PART_QUARTERS, dtype=torch.float32, device=out.device)
-    return PreparedLaunch(k, plan, out, ws_o, ws_lse, ws_scale)
+    if plan.arrival_counters:
+        arrivals = torch.zeros(plan.arrival_counters, dtype=torch.int32, device=out.device)
+    return PreparedLaunch(k, plan, out, ws_o, ws_lse, ws_scale, arrivals)

@@ -19,7 +19,7 @@ BLOCK_N = 32  # keys per tile
 KV_TILE_BYTES = BLOCK_N * 576 * 2  # a tile of keys in the pool: 36,864 B
 STAGE_BYTES = KV_TILE_BYTES + BLOCK_N * 16  # the same in shared memory, each row padded by 16 bytes
 SMEM_PER_GROUP_BYTES = 4 * GROUP_ROWS * BLOCK_N * 4 + GROUP_ROWS * 2 * 4  # partial S and mask words
-SMEM_FIXED_BYTES = 2 * STAGE_BYTES + 96  # two stages and the CTA's cursor
+SMEM_FIXED_BYTES = 2 * STAGE_BYTES + 192  # two stages, the CTA's cursor and its parts for the final merge
 COMBINE_HALF = 128  # combine threads per half; a CTA of two halves merges every other part in each
 COMBINE_SMEM_BYTES = 5 * COMBINE_HALF * 4  # where the halves add up
 # CTAs rounded to a multiple of the row tiles (up while the wave holds them, else down where that keeps
@@ -36,7 +36,7 @@ ALIGN_FROM_TILES = 6
 HALVES_FROM_PARTS = 16
 PART_QUARTERS = 4  # a part row's 512 fp16 columns: 4 quarters, each with its own power-of-two scale
 PART_ROW_BYTES = 512 * 2 + PART_QUARTERS * 4 + 4  # fp16 columns, the quarters' scales, the row's LSE
-CTAS_PER_SM = 1  # 91,488 or 99,808 B of shared memory per CTA: one fits in an SM's 100 KB
+CTAS_PER_SM = 1  # 91,584 or 99,904 B of shared memory per CTA: one fits in an SM's 100 KB
 DEFAULT_SM_COUNT = 188  # RTX PRO 6000 Blackwell; the emulation plans as if on it
 # About this many key tiles per CTA or more (units / MIN_TILES_PER_CTA CTAs): fewer, and the part a CTA
 # writes for the combine (32 or 48 rows of fp16) costs more than the tiles it saves. When the row tiles
@@ -95,6 +95,13 @@ DRAM_PACE_BY_DEVICE = (("rtx pro 6000", 20.21), ("rtx 5090", 43.95), ("h200", 61
 # -> 49.5, every row tile merged whole; q65 p4k 22.7 -> 17.5; on the H200 (parts about 1.9 tiles: fast
 # DRAM, shared memory binds) every shape 0-8 % slower with them (q65 p4k 21.8 -> 23.6).
 MAX_CLUSTER = 8
+# The final merge: the last CTA to write a part of a split row tile merges the row tile into the
+# output, in the verify kernel, instead of the combine kernel after it: one kernel, one launch (a graph node
+# of about 1 µs, a stream launch of 2.5) and no workspace read back by a second grid. With clusters the
+# counters are per lane (rows m = j mod C), so the C ranks of the last cluster share the rows; the parts
+# left are k / C a row tile. Without clusters one CTA would merge a whole row tile of up to ~100 parts, far
+# slower than the combine's CTA per row: only where clusters merge. Its list of parts lives in the stages.
+MAX_LISTED_CTAS = 2 * STAGE_BYTES // 4
 CLUSTER_FROM_TILES = 3.0
 CLUSTER_KEPT = 0.98
 DEFAULT_DRAM_PACE = DRAM_PACE_BY_DEVICE[0][1]  # the emulation plans as if on an RTX PRO 6000
@@ -107,7 +114,7 @@ def smem_bytes(row_groups: int) -> int:
     return SMEM_FIXED_BYTES + row_groups * SMEM_PER_GROUP_BYTES
 
 
-MAX_SMEM_BYTES = smem_bytes(MAX_ROW_GROUPS)  # the attribute the launch sets: 99,808
+MAX_SMEM_BYTES = smem_bytes(MAX_ROW_GROUPS)  # the attribute the launch sets: 99,904
 
 
 def dram_pace_of(device_name: str) -> float | None:
@@ -124,6 +131,7 @@ class LaunchPlan:
     row_groups: int  # 2 or 3: 32 or 48 rows per CTA
     combine_halves: int = 1  # 1 or 2: 128 or 256 combine threads per row
     cluster: int = 1  # CTAs per thread-block cluster (1: none); one inside a row tile merges its parts
+    final_merge: bool = False  # split row tiles merged in the verify kernel by their last CTAs: no combine
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -147,16 +155,26 @@ class LaunchPlan:
         return COMBINE_HALF * self.combine_halves
 
     @property
-    def combines(self) -> bool:
-        """Whether the combine kernel runs: row tiles may be split between CTAs. With clusters it runs even
-        where each cluster should merge a row tile whole: the plan sees shapes, and a ragged batch's ranges
-        may not fall on row tiles (the combine's rows then find their parts; the others return)."""
+    def splits(self) -> bool:
+        """Whether row tiles may be split between CTAs, into parts in the workspace. With clusters too, where
+        each cluster should merge a row tile whole: the plan sees shapes, and a ragged batch's ranges may not
+        fall on row tiles."""
         return self.whole_row_tiles == 0 and self.ctas > 1
+
+    @property
+    def combines(self) -> bool:
+        """Whether the combine kernel runs after the verify kernel: split row tiles, no final merge."""
+        return self.splits and not self.final_merge
+
+    @property
+    def arrival_counters(self) -> int:
+        """The final merge's counters: one per lane (MAX_CLUSTER) of each CTA's row tile."""
+        return self.ctas * MAX_CLUSTER if self.splits and self.final_merge else 0
 
     @property
     def workspace_parts(self) -> int:
         """Parts (block_m rows each) the workspace holds: at most two per CTA."""
-        return 2 * self.ctas if self.combines else 0
+        return 2 * self.ctas if self.splits else 0
 
 
 def row_tiles_of(rows: int, row_groups: int) -> int:
@@ -179,6 +197,7 @@ def plan_launch(
     row_groups: int | None = None,
     dram_pace: float | None = None,
     cluster: int | None = None,
+    final_merge: bool | None = None,
 ) -> LaunchPlan:
     """Whole row tiles, one per CTA, where balanced ranges would save less than they cost; else one
     wave of CTAs, about MIN_TILES_PER_CTA key tiles or more each, never fewer CTAs than row tiles, and no
@@ -187,7 +206,8 @@ def plan_launch(
     `ctas` forces the number of CTAs (balanced ranges, with a combine); `whole_row_tiles` forces (True) or
     forbids (False) one CTA per whole row tile; `row_groups` forces 32 (2) or 48 (3) rows per CTA; `cluster`
     forces CTAs per cluster (1: none, for GPUs before sm_90), None lets the plan choose (MAX_CLUSTER; never
-    without `dram_pace`).
+    without `dram_pace`); `final_merge` forces (True) or forbids (False) merging split row tiles in the verify
+    kernel, None: where clusters merge (see MAX_LISTED_CTAS).
     """
     if cluster is not None and not 1 <= cluster <= MAX_CLUSTER:
         raise ValueError(f"cluster must be 1 to {MAX_CLUSTER} CTAs, not {cluster}")
@@ -225,7 +245,12 @@ def plan_launch(
     elif split % cluster:
         raise ValueError(f"{split} CTAs do not divide into clusters of {cluster}")
     halves = 2 if split // cluster >= HALVES_FROM_PARTS * all_row_tiles > 0 else 1
-    return LaunchPlan(split, 0, row_tiles, row_groups, halves, cluster)  # a forced 0: the launch refuses it
+    if final_merge is None:
+        final_merge = cluster > 1
+    elif final_merge and split > MAX_LISTED_CTAS:
+        raise ValueError(f"the final merge lists at most {MAX_LISTED_CTAS} CTAs, not {split}")
+    # a forced 0 CTAs: the launch refuses it
+    return LaunchPlan(split, 0, row_tiles, row_groups, halves, cluster, final_merge)
 
 
 def _clustered(split: int, all_row_tiles: int) -> tuple[int, int]:

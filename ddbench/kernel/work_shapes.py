@@ -5,7 +5,9 @@ Two CTAs have the same shape when the kernel does the same work in them, instruc
 same segments in order, each as many requests after the one before it, with the same number of valid rows
 in its row tile, the same output (the row tile whole to the output, or a part to the fp16 workspace) and,
 tile by tile, the same number of valid keys, the same first draft key inside the tile (the keys at or
-after the prefix read the tree mask) and the same number of mask words read per row.
+after the prefix read the tree mask) and the same number of mask words read per row; under the final merge,
+the same arrivals and, where it arrives last (CTAs in index order, as one emulation worker runs them), the
+same merge (parts, CTAs listed, rows).
 Everything the counters count then agrees (instructions, bytes requested, shared-memory wavefronts, barriers,
 phases, cp.async waits) except what depends on *which* global addresses are read: sectors per instruction
 may differ and the launch's unique sectors can only be bounded by the sampled CTAs. docs/emulation.md.
@@ -18,7 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddbench.kernel.plan import BLOCK_N, LaunchPlan
-from ddbench.kernel.work_split import MERGE_NONE, cta_merges, cta_segments, request_extents
+from ddbench.kernel.work_split import (
+    MERGE_NONE,
+    cta_arrivals,
+    cta_merges,
+    cta_segments,
+    last_arrivals,
+    request_extents,
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,8 @@ def verify_work_shapes(
     cluster (its CTAs run together): the shape of its CTAs in rank order, each of them a representative."""
     requests = request_extents(heads, kv_offsets, q_offsets, plan.block_m)
     merges = cta_merges(plan, requests)
+    arrivals = cta_arrivals(plan, requests)
+    last = last_arrivals(arrivals)
     first_of: dict[tuple[object, ...], int] = {}
     count: dict[tuple[object, ...], int] = {}
     members: list[tuple[object, ...]] = []
@@ -61,6 +72,9 @@ def verify_work_shapes(
             previous = s.request
         if merges[cta] != MERGE_NONE:  # stages the part, then merges the rows of its rank
             shape.append((merges[cta], cta % plan.cluster))
+        for a in arrivals[cta]:  # the final merge: its arrivals, and the lanes whose rows it merges
+            won = tuple(lane for lane in a.lanes if last[a.counter + lane] == cta)
+            shape.append((len(a.lanes), won, a.expected if won else 0, a.listed if won else 0, a.rows))
         members.append(tuple(shape))
         if len(members) < plan.cluster:
             continue

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from ddbench.kernel.plan import BLOCK_N, LaunchPlan
+from ddbench.kernel.plan import BLOCK_N, MAX_CLUSTER, LaunchPlan
 
 
 @dataclass(frozen=True)
@@ -156,3 +156,53 @@ def cta_segments(plan: LaunchPlan, requests: list[RequestExtent]) -> Iterator[li
             )
             u = row_tile_base + tile_end
         yield segments
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One CTA's arrival at a split row tile under the final merge (the kernel's arrive_at_row_tile)."""
+
+    counter: int  # the row tile's first counter: its first CTA x MAX_CLUSTER (lane j at counter + j)
+    lanes: tuple[int, ...]  # the lanes it arrives at: all of the plan's cluster, or its rank in a merging one
+    expected: int  # arrivals that complete a lane: the row tile's parts
+    listed: int  # CTAs from the row tile's first to its last (the merge's list)
+    rows: int  # valid rows of the row tile
+
+
+def cta_arrivals(plan: LaunchPlan, requests: list[RequestExtent]) -> list[list[Arrival]]:
+    """Every verify CTA's arrivals, in the order the kernel makes them (its parts by slot); [] for every CTA
+    without the final merge."""
+    if not (plan.splits and plan.final_merge):
+        return [[] for _ in range(plan.ctas)]
+    units = sum(g.units for g in requests)
+    starts = [0]
+    for g in requests:
+        starts.append(starts[-1] + g.units)
+    out = []
+    for cta, segments in enumerate(cta_segments(plan, requests)):
+        arrivals = []
+        for s in sorted((s for s in segments if s.slot >= 0), key=lambda s: s.slot):
+            g = requests[s.request]
+            tile_base = starts[s.request] + s.row_tile * g.tiles
+            merge = cluster_merge(plan, units, cta, tile_base, g.tiles)
+            if merge == MERGE_WHOLE:
+                continue
+            first = cta_of_unit(tile_base, units, plan.ctas)
+            last = cta_of_unit(tile_base + g.tiles - 1, units, plan.ctas)
+            lanes = (cta % plan.cluster,) if merge == MERGE_PART else tuple(range(plan.cluster))
+            expected = len(parts_of_row_tile(plan, requests, s.request, s.row_tile))
+            rows = min(plan.block_m, g.rows - s.row_tile * plan.block_m)
+            arrivals.append(Arrival(first * MAX_CLUSTER, lanes, expected, last - first + 1, rows))
+        out.append(arrivals)
+    return out
+
+
+def last_arrivals(arrivals: list[list[Arrival]]) -> dict[int, int]:
+    """The CTA that arrives last at each counter when CTAs run one after another in index order (as the
+    emulation runs them on one worker, and the model assumes): the one that merges that lane's rows."""
+    last: dict[int, int] = {}
+    for cta, mine in enumerate(arrivals):
+        for a in mine:
+            for lane in a.lanes:
+                last[a.counter + lane] = cta
+    return last

@@ -25,6 +25,7 @@ class Phase:
     warp_instructions: int
     cluster_bytes: int = 0  # read from other CTAs' shared memory (0 in documents from before clusters)
     cluster_barrier: bool = False  # the phase ends at a cluster barrier (sync_cluster)
+    atomics: int = 0  # global atomics (warp instructions; 0 in documents from before the final merge)
 
 
 @dataclass(frozen=True)
@@ -84,13 +85,20 @@ def _sum_counts(doc: Any, path: str) -> int:
     return sum(_count(doc, key, path) for key in doc)
 
 
+def _instruction_count(instructions: Any, kind: str, path: str) -> int:
+    """A kind's count in a phase's instructions, 0 where a document from before it lacks it."""
+    n = instructions.get(kind, 0) if isinstance(instructions, Mapping) else 0
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise InputError(f"'{kind}' must be an integer >= 0", path=f"{path}.instructions.{kind}")
+    return n
+
+
 def _phase(doc: Any, path: str) -> Phase:
     cluster_bytes = _count(doc, "cluster_bytes", path) if "cluster_bytes" in doc else 0
     instructions = doc.get("instructions", {})
-    syncs = instructions.get("sync_cluster", 0) if isinstance(instructions, Mapping) else 0
-    if isinstance(syncs, bool) or not isinstance(syncs, int) or syncs < 0:
-        raise InputError("'sync_cluster' must be an integer >= 0", path=f"{path}.instructions.sync_cluster")
-    return Phase(*(_count(doc, f, path) for f in PHASE_FIELDS), cluster_bytes, syncs > 0)
+    syncs = _instruction_count(instructions, "sync_cluster", path)
+    atomics = _instruction_count(instructions, "atom_global", path)
+    return Phase(*(_count(doc, f, path) for f in PHASE_FIELDS), cluster_bytes, syncs > 0, atomics)
 
 
 def parse_kernel(doc: Any, path: str) -> KernelCounters:

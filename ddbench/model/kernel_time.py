@@ -5,7 +5,8 @@ binding resource: the tensor pipe (mma count / rate), shared memory (wavefronts,
 issue (warp instructions, four per cycle per SM) or exposed memory latency (round trips: the phase's global
 bytes over the bytes the CTA keeps in flight, each a latency that L2 hits shorten); a cp.async pipeline hides
 its round trips behind the compute of the other phases; a thread-block cluster's merge (reads of other CTAs'
-shared memory, cluster barriers) is paid after the rest, never hidden. Co-resident CTAs share an
+shared memory, cluster barriers) is paid after the rest, never hidden, as is a CTA's final merge (from its
+first global atomic on: each phase waits for its own loads). Co-resident CTAs share an
 SM's pipes. CTAs are dispatched in order onto the free CTA slots of the GPU, which gives waves and tails. The
 kernel is then no faster than its unique bytes over DRAM bandwidth nor its total traffic over L2 bandwidth.
 The launch adds a fixed overhead per kernel. Every figure is *modeled*.
@@ -147,9 +148,13 @@ def _cta_time(
 ) -> CtaTime:
     """A pipelined CTA (cp.async waits that left bytes in flight) overlaps its memory round trips with its
     compute and pays one round trip to fill the pipe; any other CTA waits for each phase's own loads. A
-    cluster's merge (reads of other CTAs' shared memory, cluster barriers) is paid apart, after the rest."""
+    cluster's merge (reads of other CTAs' shared memory, cluster barriers) is paid apart, after the rest, and
+    so is everything from the CTA's first global atomic on (the final merge: its arrival at a counter, then,
+    where it arrives last, the row tile's parts read back), each phase waiting for its own loads."""
     by_resource: dict[str, float] = {}
-    compute_total = latency_total = serial_total = cluster_total = 0.0
+    compute_total = latency_total = serial_total = cluster_total = tail_total = 0.0
+    tail_by: dict[str, float] = {}
+    in_tail = False
     for phase in shape.phases:
         merge_binding, merge = _cluster_cycles(phase, gpu, sync_in_flight)
         if merge:
@@ -161,6 +166,14 @@ def _cta_time(
             "issue": phase.warp_instructions / gpu.issue_per_clk * sharing,
         }
         binding = max(costs, key=lambda k: costs[k])
+        in_tail = in_tail or phase.atomics > 0
+        if in_tail:
+            rounds = math.ceil(phase.global_bytes / sync_in_flight) if phase.global_bytes else 0
+            if rounds * latency_cycles > costs[binding]:
+                binding, costs[binding] = "latency", rounds * latency_cycles
+            tail_total += costs[binding]
+            tail_by[binding] = tail_by.get(binding, 0.0) + costs[binding]
+            continue
         latency = math.ceil(phase.global_bytes / in_flight) * latency_cycles if phase.global_bytes else 0.0
         compute_total += costs[binding]
         latency_total += latency
@@ -168,15 +181,21 @@ def _cta_time(
             binding, costs[binding] = "latency", latency
         serial_total += costs[binding]
         by_resource[binding] = by_resource.get(binding, 0.0) + costs[binding]
+
+    def with_tail(by: dict[str, float]) -> dict[str, float]:
+        for k, v in tail_by.items():
+            by[k] = by.get(k, 0.0) + v
+        return by
+
     if not pipelined:
-        return CtaTime(shape.count, serial_total + cluster_total, by_resource)
+        return CtaTime(shape.count, serial_total + cluster_total + tail_total, with_tail(by_resource))
     fill = latency_cycles if latency_total else 0.0
     if latency_total > compute_total:
         merged = {k: v for k, v in by_resource.items() if k == "dsmem"}
         merged["latency"] = latency_total + fill + cluster_total - merged.get("dsmem", 0.0)
-        return CtaTime(shape.count, latency_total + fill + cluster_total, merged)
+        return CtaTime(shape.count, latency_total + fill + cluster_total + tail_total, with_tail(merged))
     by_resource["latency"] = by_resource.get("latency", 0.0) + fill
-    return CtaTime(shape.count, compute_total + fill + cluster_total, by_resource)
+    return CtaTime(shape.count, compute_total + fill + cluster_total + tail_total, with_tail(by_resource))
 
 
 def schedule_cycles(ctas: list[CtaTime], slots: int) -> float:

@@ -13,14 +13,15 @@ namespace ddk::emu::detail {
 
 // Warp-instruction kinds counted per phase.
 enum class Op : std::uint8_t {
-  Mma, Shfl, Ldmatrix, LdShared, StShared, LdGlobal, StGlobal, CpAsync, SyncBlock, LdCluster, SyncCluster, kCount
+  Mma, Shfl, Ldmatrix, LdShared, StShared, LdGlobal, StGlobal, CpAsync, SyncBlock, LdCluster, SyncCluster,
+  AtomGlobal, kCount
 };
 constexpr int kOps = static_cast<int>(Op::kCount);
 
 inline const char* op_key(int op) {
   static const char* const names[kOps] = {"mma",       "shfl",      "ldmatrix", "ld_shared",  "st_shared",
                                           "ld_global", "st_global", "cp_async", "sync_block", "ld_cluster",
-                                          "sync_cluster"};
+                                          "sync_cluster", "atom_global"};
   return names[op];
 }
 

@@ -615,6 +615,12 @@ void close_instruction(Worker& w, const MemInstr& m) {
     }
     add_sectors(t, c, m.addr, m.mask, m.width);
     ++ph.ops[static_cast<int>(m.store ? Op::StGlobal : Op::LdGlobal)];
+  } else if (m.kind == 4) {  // atom_global: a round trip to L2, its old value returned
+    const std::uint64_t bytes = std::uint64_t{lanes} * m.width;
+    c.load_bytes += bytes;
+    ph.global_bytes += bytes;
+    add_sectors(t, c, m.addr, m.mask, m.width);
+    ++ph.ops[static_cast<int>(Op::AtomGlobal)];
   } else if (m.kind == 3) {  // ld_cluster: served by the other CTA's shared memory, over the cluster's network
     // The distinct bytes the warp's lanes read: lanes on one address share one transfer (a broadcast).
     std::uint64_t lo[32];
@@ -1705,6 +1711,17 @@ bool mem_access(Space space, bool store, const void* p, unsigned bytes, const Si
   if (t.count)
     record_lane(w, *f, id, space == Space::Shared ? 0 : 1, store, bytes, reinterpret_cast<std::uint64_t>(p), 0,
                 false);
+  return true;
+}
+
+bool atomic_access(const void* p, const Site& site) {
+  Fiber* f = current_fiber("atomic_add_global");
+  Worker& w = *f->worker;
+  if (w.trace == nullptr) return true;
+  Trace& t = *w.trace;
+  const std::uint16_t id = intern_site(t, site);
+  if (t.sanitize && !check_global(w, *f, id, p, 4, true, "atomic")) return false;
+  if (t.count) record_lane(w, *f, id, 4, true, 4, reinterpret_cast<std::uint64_t>(p), 0, false);
   return true;
 }
 

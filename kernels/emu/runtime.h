@@ -164,6 +164,9 @@ enum class Space : std::uint8_t { Shared, Global };
 bool mem_access(Space space, bool store, const void* p, unsigned bytes, const Site& site);
 // Shared when p lies in the calling thread's block's dynamic shared memory, else global.
 Space space_of(const void* p);
+// A traced atomic read-modify-write of the 4 bytes at global p (memcheck, counted as atom_global); false as
+// for mem_access.
+bool atomic_access(const void* p, const Site& site);
 
 inline bool traced_now() {
   if (g_traced_launches.load(std::memory_order_relaxed) == 0) return false;

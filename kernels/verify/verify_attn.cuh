@@ -11,8 +11,10 @@
 // row tile. With `whole_row_tiles`, CTA c is row tile c whole (short prefixes: nothing to combine). Launched
 // in thread-block clusters (sm_90+, `cluster` CTAs), a cluster whose ranges all lie in one row tile merges its
 // parts through distributed shared memory instead (merge_cluster_parts): into the output when it covers the
-// row tile, else into one part for the combine. Only keys at or after the prefix read the tree mask (bit
-// words per draft row over the draft columns).
+// row tile, else into one part. With arrival counters (p.arrivals, the final merge) there is no combine
+// kernel: each CTA that wrote a part arrives at its row tile's counters at its end, and the last arrival at
+// each lane merges the row tile's rows of that lane into the output (arrive_at_row_tile). Only keys at or
+// after the prefix read the tree mask (bit words per draft row over the draft columns).
 //
 // 8 or 12 warps: warp w works on row group g = w / 4 (16 rows) and quarter c = w % 4. For S = Q K^T, the quarter is
 // a 144-wide slice of the 576 dims (Q fragments stay in registers); the four partial S tiles of a row group
@@ -52,11 +54,12 @@ constexpr int kStageBytes = kBlockN * kSmemRowBytes;  // 37,376
 constexpr int kReduceBytesPerGroup = 4 * kGroupRows * kBlockN * 4;  // 8,192
 constexpr int kMaskBytesPerGroup = kGroupRows * 2 * 4;             // the two words of each row: 128
 constexpr int kMaxCluster = 8;       // CTAs of a thread-block cluster at most: the portable size
-constexpr int kCursorBytes = 6 * 16;  // two cursors and their requests' extents, the range, two segment slots
-                                      // and the CTA's cluster merge (see cluster_merge)
-constexpr int kSmemFixedBytes = kStages * kStageBytes + kCursorBytes;  // 74,848
+constexpr int kCursorBytes = 12 * 16;  // two cursors and their requests' extents, the range, two segment slots
+                                      // and the CTA's cluster merge (see cluster_merge), then the CTA's parts
+                                      // for the final merge (PartTail)
+constexpr int kSmemFixedBytes = kStages * kStageBytes + kCursorBytes;  // 74,944
 constexpr int kSmemBytesPerGroup = kReduceBytesPerGroup + kMaskBytesPerGroup;
-constexpr int kMaxSmemBytes = kSmemFixedBytes + kMaxGroups * kSmemBytesPerGroup;  // 99,808 <= 101,376
+constexpr int kMaxSmemBytes = kSmemFixedBytes + kMaxGroups * kSmemBytesPerGroup;  // 99,904 <= 101,376
 DDK_HOST_DEVICE constexpr int smem_bytes(int groups) { return kSmemFixedBytes + groups * kSmemBytesPerGroup; }
 // Q is staged over stage 1 and the partial-S buffer, both free until the first tile's scores.
 static_assert(2 * kGroupRows * kSmemRowBytes <= kStageBytes + 2 * kReduceBytesPerGroup, "Q staging, 32 rows");
@@ -87,6 +90,8 @@ struct VerifyParams {
                                 // out as part_column() says, each row quarter divided by its ws_scale
   float* ws_scale;              // (2 * num_ctas, block_m, 4) the power of two each row quarter was divided by
   float* ws_lse;                // (2 * num_ctas, block_m) their LSE in log2 units
+  int* arrivals;                // (num_ctas, kMaxCluster) zeros, left zero: the verify kernel merges split row
+                                // tiles itself (the final merge); nullptr: the combine kernel merges them
   int total_rows;               // T * H
   int heads;
   int mask_words_per_row;
@@ -120,6 +125,28 @@ struct alignas(16) Extent {  // `request`'s, from the offsets
 struct alignas(16) Range {
   int64_t begin, end;
 };
+// A part the CTA wrote, kept for its arrival at the end (the final merge): its row tile's first unit over the
+// batch, key tiles and index in its request, and that request's first token and rows (in shared memory as
+// a 16-byte place and an 8-byte extent).
+struct alignas(16) PartPlace {
+  int64_t tile_base;
+  int32_t tiles, row_tile;
+};
+struct alignas(8) PartRows {
+  int32_t q_base, rows;
+};
+struct PartRecord {
+  PartPlace place;
+  PartRows rows;
+};
+struct alignas(16) PartTail {
+  PartPlace places[2];  // by slot: the part that starts the CTA's range, the one that ends it
+  PartRows rows[2];
+  int64_t units;             // the batch's work units
+  int32_t parts;             // bit k: slot k holds a part
+  int32_t won[kMaxCluster];  // lane j of the row tile being merged arrived last here
+};
+static_assert(6 * 16 + sizeof(PartTail) <= kCursorBytes, "the cursor area holds the part tail");
 
 // One request's extent, read from the offsets (uniform over the CTA).
 struct Request {
@@ -614,10 +641,140 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
   }
 }
 
+// The workspace slot CTA c (first <= c, the CTA holding the row tile's first unit) holds of the row tile of
+// units [unit0, unit0 + tiles), or -1: CTA `first` holds it in slot 1 unless the row tile starts its range,
+// later CTAs in slot 0 (their range starts inside the row tile); a CTA with an empty range (more CTAs than
+// units) holds none, nor does a CTA of a merging cluster but its first, which holds the cluster's merge.
+DDK_DEVICE int64_t part_slot(const VerifyParams& p, int64_t c, int64_t first, int64_t units, int64_t unit0,
+                             int64_t tiles) {
+  if (units < p.num_ctas && range_start(c + 1, units, p.num_ctas) == range_start(c, units, p.num_ctas)) return -1;
+  int64_t cluster_begin, cluster_end;
+  if (cluster_units(c, units, p.num_ctas, p.cluster, cluster_begin, cluster_end) &&
+      cluster_merge(cluster_begin, cluster_end, unit0, tiles) != kMergeNone)
+    return c % p.cluster == 0 ? 2 * c : -1;
+  return 2 * c + (c == first && range_start(first, units, p.num_ctas) != unit0 ? 1 : 0);
+}
+
+// How many parts the row tile of units [unit0, unit0 + tiles) has over its CTAs first..last (first < last),
+// what part_slot finds CTA by CTA, in closed form (part_slot costs 64-bit divisions, and every CTA that
+// arrives at the row tile needs the count): every CTA has one unless its range is empty (fewer units than
+// CTAs: one unit a range), less C - 1 for each merging cluster, the whole clusters of C CTAs from the first
+// starting in the row tile (lo) to one past the last ending in it (hi).
+DDK_DEVICE int row_tile_parts(const VerifyParams& p, int64_t first, int64_t last, int64_t units, int64_t unit0,
+                              int64_t tiles) {
+  if (units < p.num_ctas) return static_cast<int>(tiles);
+  int64_t parts = last - first + 1;
+  if (p.cluster > 1) {
+    const int64_t size = p.cluster;
+    const int64_t lo = first + (range_start(first, units, p.num_ctas) == unit0 ? 0 : 1);
+    const int64_t hi = last + (range_start(last + 1, units, p.num_ctas) == unit0 + tiles ? 1 : 0);
+    const int64_t merging = hi / size - (lo + size - 1) / size;
+    if (merging > 0) parts -= merging * (size - 1);
+  }
+  return static_cast<int>(parts);
+}
+
+// The final merge's list of the row tile's parts, CTA by CTA from `first` (the slot, or -1), built by the
+// whole CTA in the stages (free by then) so that each row's loops read it from shared memory.
+constexpr int kMaxListedCtas = kStages * kStageBytes / 4;  // 18,688: the launchers refuse a larger split grid
+
+// Row m of a row tile merged from its parts (`listed` in CTA order: part_slot of CTAs first, first + 1, ...)
+// with the combine's arithmetic: the largest LSE first, then every part's stored values weighted by
+// 2^(lse - largest) times its quarter's scale. The sums in acc, the weights' sum in weight_sum; returns the
+// base LSE. Loads bypass L1: the parts were written by other CTAs of this launch.
+DDK_DEVICE float gather_listed_parts(const VerifyParams& p, const int* listed, int n, int m, int position,
+                                     float (&acc)[4], float& weight_sum) {
+  const int block_m = kGroupRows * p.row_groups, quarter = position / kColSlice;
+  float best = kNegInf;
+  for (int i = 0; i < n; ++i) {
+    const int slot = ddk::ld_shared(listed + i);
+    if (slot >= 0) best = fmaxf(best, ddk::ld_global_cg(p.ws_lse + (static_cast<int64_t>(slot) * block_m + m)));
+  }
+  const float base = best == kNegInf ? 0.f : best;
+  for (int i = 0; i < n; ++i) {
+    const int slot = ddk::ld_shared(listed + i);
+    if (slot < 0) continue;
+    const int64_t part = static_cast<int64_t>(slot) * block_m + m;
+    const float w = ddk::fast_exp2(ddk::ld_global_cg(p.ws_lse + part) - base);  // an empty part has lse -inf
+    weight_sum += w;
+    // loaded whatever the weight, so that the loads do not depend on the data (a sampled launch counts them
+    // exactly); added only where the weight is not 0, as the combine does
+    const Half4 v = ddk::ld_global_cg(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
+    const float unit = ddk::ld_global_cg(p.ws_scale + (part * kPartQuarters + quarter));
+    if (w != 0.f) add_part(acc, w * unit, v);
+  }
+  return base;
+}
+
+// The final merge (p.arrivals): a CTA that wrote a part arrives at its row tile's counters, one per lane j
+// (kMaxCluster of them from the row tile's first CTA; lane j stands for rows m = j mod p.cluster): a whole
+// part at every lane, rank r of a merging cluster (rows r, r + C, ... of the cluster's part) at lane r. The
+// arrival that completes a lane's count resets the counter and merges that lane's rows into the output,
+// reading every part in CTA order: the same bits whichever CTA arrives last. Fenced on both sides (see
+// ddk::atomic_add_global). Out of line, arguments by value (see merge_cluster_parts).
+DDK_DEVICE_NOINLINE void arrive_at_row_tile(const VerifyParams p, char* smem, PartTail* tail, const PartRecord r,
+                                            int lane) {
+  const int64_t units = ddk::ld_shared(&tail->units);
+  const PartPlace at = r.place;
+  const int64_t first = cta_of_unit(at.tile_base, units, p.num_ctas);
+  const int64_t last = cta_of_unit(at.tile_base + at.tiles - 1, units, p.num_ctas);
+  const int t = ddk::thread_idx_x();
+  if (t < p.cluster) {
+    int won = 0;
+    if (lane < 0 || t == lane) {
+      const int expected = row_tile_parts(p, first, last, units, at.tile_base, at.tiles);
+      int* counter = p.arrivals + (first * kMaxCluster + t);
+      ddk::fence_gpu();  // this CTA's part (ordered before by the caller's barrier) before the arrival
+      const int before = ddk::atomic_add_global(counter, 1);
+      if (before >= expected) ddk::trap("verify: more arrivals at a row tile than it has parts");
+      if (before == expected - 1) {
+        ddk::fence_gpu();  // every other part, before this CTA reads them
+        ddk::st_global(counter, 0);
+        won = 1;
+      }
+    }
+    ddk::st_shared(tail->won + t, won);
+  }
+  ddk::sync_block();
+  int any = 0;
+  for (int j = 0; j < p.cluster; ++j) any |= ddk::ld_shared(tail->won + j);
+  if (any == 0) return;  // uniform over the CTA
+  int* listed = reinterpret_cast<int*>(smem);
+  const int n = static_cast<int>(last - first + 1), threads = kGroupThreads * p.row_groups;
+  for (int i = t; i < n; i += threads)
+    ddk::st_shared(listed + i, static_cast<int>(part_slot(p, first + i, first, units, at.tile_base, at.tiles)));
+  ddk::sync_block();
+  const int block_m = kGroupRows * p.row_groups;
+  const int left = r.rows.rows - at.row_tile * block_m, rows = left < block_m ? left : block_m;
+  const int position = t % kCombineHalf * 4;
+  for (int m = t / kCombineHalf; m < rows; m += p.row_groups) {  // uniform per 128 threads
+    if (ddk::ld_shared(tail->won + m % p.cluster) == 0) continue;
+    float acc[4] = {0.f, 0.f, 0.f, 0.f}, weight_sum = 0.f;
+    const float base = gather_listed_parts(p, listed, n, m, position, acc, weight_sum);
+    const int64_t row = static_cast<int64_t>(r.rows.q_base) * p.heads + at.row_tile * block_m + m;
+    write_merged_row(p, row, position, acc, weight_sum, base, t % kCombineHalf == 0);
+  }
+}
+
+// The CTA's end under the final merge: its arrival at the row tile of each part it wrote (rank `lane` of a
+// merging cluster, or -1: whole parts), after a barrier that orders every thread's part stores before it.
+DDK_DEVICE void arrive_at_parts(const VerifyParams& p, char* smem, PartTail* tail, int lane) {
+  ddk::sync_block();
+  const int parts = ddk::ld_shared(&tail->parts);
+  for (int k = 0; k < 2; ++k) {
+    if (((parts >> k) & 1) == 0) continue;  // uniform over the CTA
+    arrive_at_row_tile(p, smem, tail, PartRecord{ddk::ld_shared(tail->places + k), ddk::ld_shared(tail->rows + k)},
+                       lane);
+    ddk::sync_block();  // the list and the lanes won are rewritten by the next part's arrival
+  }
+}
+
 // The CTA's range of units, where its first segment starts and that segment's request, from the offsets (the
 // same loads in every CTA).
-DDK_DEVICE void first_range(const VerifyParams& p, int cta, Range& range, Cursor& at, Request& g, int& merge) {
+DDK_DEVICE void first_range(const VerifyParams& p, int cta, Range& range, Cursor& at, Request& g, int& merge,
+                            int64_t& units) {
   merge = kMergeNone;
+  units = 0;
   if (p.whole_row_tiles > 0) {  // one row tile whole, its units counted from its request's first
     const int request = cta / p.whole_row_tiles, row_tile = cta % p.whole_row_tiles;
     g = request_at(p, request);
@@ -627,7 +784,7 @@ DDK_DEVICE void first_range(const VerifyParams& p, int cta, Range& range, Cursor
     at = Cursor{0, begin, request};
     return;
   }
-  const int64_t units = total_units(p);
+  units = total_units(p);
   const int64_t begin = range_start(cta, units, p.num_ctas);
   int request = 0;  // the request holding `begin`, by a pass over every request
   int64_t request_base = 0, before = 0;
@@ -656,12 +813,18 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
   Extent* extent = reinterpret_cast<Extent*>(cursor + 2);
   Range* range = reinterpret_cast<Range*>(extent + 2);
   int* slot_words = reinterpret_cast<int*>(range + 1);  // two segment slots, then the cluster merge
+  PartTail* tail = reinterpret_cast<PartTail*>(slot_words + 4);
   if (ddk::thread_idx_x() == 0) {
     Range first;
     Cursor at;
     Request g;
     int merge;
-    first_range(p, cta, first, at, g, merge);
+    int64_t units;
+    first_range(p, cta, first, at, g, merge, units);
+    if (p.arrivals != nullptr) {  // the final merge's: the units, and no part yet
+      ddk::st_shared(&tail->units, units);
+      ddk::st_shared(&tail->parts, 0);
+    }
     ddk::st_shared(slot_words + 2, merge);
     ddk::st_shared(range, first);
     ddk::st_shared(cursor, at);
@@ -673,7 +836,10 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
     const Range whole_range = ddk::ld_shared(range);
     int64_t request_base = at.request_base;
     int unit = at.unit, request = at.request;  // a request's units fit 32 bits: 32-bit divisions below
-    if (request_base + unit >= whole_range.end) return;
+    if (request_base + unit >= whole_range.end) {
+      if (p.arrivals != nullptr) arrive_at_parts(p, smem, tail, -1);
+      return;
+    }
     Request g = request_of(p, ddk::ld_shared(extent + k));
     while (unit == g.row_tiles * g.tiles) {  // past this request's units
       request_base += unit;
@@ -694,29 +860,23 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
     }
     run_segment(p, smem, g, row_tile, tile_begin, tile_end, slot_words + k, slot_words + 2);
     const int merge = ddk::ld_shared(slot_words + 2);
+    if (slot >= 0 && p.arrivals != nullptr && merge != kMergeWhole && ddk::thread_idx_x() == 0) {
+      // the part, for the arrival at the CTA's end (read there after a barrier)
+      ddk::st_shared(tail->places + (slot & 1), PartPlace{row_tile_base, g.tiles, row_tile});
+      ddk::st_shared(tail->rows + (slot & 1), PartRows{g.q_base, g.rows});
+      ddk::st_shared(&tail->parts, ddk::ld_shared(&tail->parts) | (1 << (slot & 1)));
+    }
     if (merge != kMergeNone) {  // uniform over the cluster; its CTAs have this one segment
       if (ddk::cluster_nctarank() != static_cast<unsigned>(p.cluster))
         ddk::trap("verify: launched in clusters of another size than p.cluster");
       ddk::sync_cluster();  // every CTA's part is staged
       merge_cluster_parts(p, smem, g, row_tile, merge == kMergeWhole);
       ddk::sync_cluster();  // no CTA leaves while another still reads its part
+      if (merge == kMergePart && p.arrivals != nullptr)
+        arrive_at_parts(p, smem, tail, static_cast<int>(ddk::cluster_ctarank()));  // the rows of its rank
       return;
     }
   }
-}
-
-// The workspace slot CTA c (first <= c, the CTA holding the row tile's first unit) holds of the row tile of
-// units [unit0, unit0 + tiles), or -1: CTA `first` holds it in slot 1 unless the row tile starts its range,
-// later CTAs in slot 0 (their range starts inside the row tile); a CTA with an empty range (more CTAs than
-// units) holds none, nor does a CTA of a merging cluster but its first, which holds the cluster's merge.
-DDK_DEVICE int64_t part_slot(const VerifyParams& p, int64_t c, int64_t first, int64_t units, int64_t unit0,
-                             int64_t tiles) {
-  if (units < p.num_ctas && range_start(c + 1, units, p.num_ctas) == range_start(c, units, p.num_ctas)) return -1;
-  int64_t cluster_begin, cluster_end;
-  if (cluster_units(c, units, p.num_ctas, p.cluster, cluster_begin, cluster_end) &&
-      cluster_merge(cluster_begin, cluster_end, unit0, tiles) != kMergeNone)
-    return c % p.cluster == 0 ? 2 * c : -1;
-  return 2 * c + (c == first && range_start(first, units, p.num_ctas) != unit0 ? 1 : 0);
 }
 
 // Combine the parts of split row tiles: one CTA per (token, head) row, of 128 threads (4 stored positions

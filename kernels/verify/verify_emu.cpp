@@ -12,7 +12,7 @@ namespace {
 ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, const int32_t* kv_slots,
                                      const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
                                      uint16_t* out, float* lse, uint16_t* ws_o, float* ws_lse, float* ws_scale,
-                                     int total_rows, int heads, int mask_words_per_row, int batch, int num_ctas,
+                                     int32_t* arrivals, int total_rows, int heads, int mask_words_per_row, int batch, int num_ctas,
                                      int whole_row_tiles, int row_groups, int combine_halves, int cluster,
                                      float sm_scale) {
   ddk_verify::VerifyParams p{};
@@ -27,6 +27,7 @@ ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, cons
   p.ws_o = ws_o;
   p.ws_lse = ws_lse;
   p.ws_scale = ws_scale;
+  p.arrivals = arrivals;
   p.total_rows = total_rows;
   p.heads = heads;
   p.mask_words_per_row = mask_words_per_row;
@@ -40,7 +41,8 @@ ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, cons
   return p;
 }
 
-// The verify launch, then the combine launch unless every CTA is a whole row tile.
+// The verify launch, then the combine launch unless every CTA is a whole row tile or the verify kernel merges
+// the parts itself (arrivals).
 // A CTA subset (options.cta_subset) applies to the verify launch only; the combine always runs whole.
 ddk::emu::Status launch_both(const ddk_verify::VerifyParams& p, ddk::emu::LaunchOptions options) {
   const bool groups_ok = p.row_groups == 2 || p.row_groups == ddk_verify::kMaxGroups;
@@ -50,6 +52,9 @@ ddk::emu::Status launch_both(const ddk_verify::VerifyParams& p, ddk::emu::Launch
   if (!ddk_verify::valid_cluster(p.cluster, p.num_ctas, p.whole_row_tiles))
     return {ddk::emu::kInvalidLaunch, "cluster must be 1 to 8 CTAs dividing num_ctas, and 1 with whole row "
                                       "tiles, not " + std::to_string(p.cluster) + " of " + std::to_string(p.num_ctas)};
+  if (p.arrivals != nullptr && p.num_ctas > ddk_verify::kMaxListedCtas)
+    return {ddk::emu::kInvalidLaunch, "the final merge lists at most " + std::to_string(ddk_verify::kMaxListedCtas) +
+                                          " CTAs, not " + std::to_string(p.num_ctas)};
   const ddk::emu::Dim3 grid(static_cast<unsigned>(p.num_ctas));
   options.kernel_name = "verify";
   options.cluster_x = static_cast<unsigned>(p.cluster);
@@ -60,7 +65,7 @@ ddk::emu::Status launch_both(const ddk_verify::VerifyParams& p, ddk::emu::Launch
   options.cta_weights = nullptr;
   options.n_cta_subset = 0;
   options.cluster_x = 1;
-  if (status.ok() && p.whole_row_tiles == 0 && p.num_ctas > 1) {
+  if (status.ok() && p.whole_row_tiles == 0 && p.num_ctas > 1 && p.arrivals == nullptr) {
     options.kernel_name = "combine";
     status = ddk::emu::launch_with(options, ddk_verify::combine_parts_kernel,
                                    ddk::emu::Dim3(static_cast<unsigned>(p.total_rows)),
@@ -80,12 +85,12 @@ char* copy_out(const std::string& s) {
 extern "C" int ddk_verify_emu(const uint16_t* q, const uint16_t* kv, const int32_t* kv_slots,
                               const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
                               uint16_t* out, float* lse, uint16_t* ws_o, float* ws_lse, float* ws_scale,
-                              int total_rows, int heads, int mask_words_per_row, int batch, int num_ctas,
+                              int32_t* arrivals, int total_rows, int heads, int mask_words_per_row, int batch, int num_ctas,
                               int whole_row_tiles, int row_groups, int combine_halves, int cluster, float sm_scale,
                               int workers, char* error, int error_len) {
   const ddk_verify::VerifyParams p =
-      make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale, total_rows,
-                  heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups, combine_halves, cluster,
+      make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale, arrivals,
+                  total_rows, heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups, combine_halves, cluster,
                   sm_scale);
   if (total_rows == 0 || batch == 0) return 0;
   ddk::emu::LaunchOptions options;
@@ -94,14 +99,15 @@ extern "C" int ddk_verify_emu(const uint16_t* q, const uint16_t* kv, const int32
 }
 
 // The same launch with counters (flags bit 0), the sanitizer (bit 1) and CTAs grouped by work shape (bit 2).
-// buffer_bytes: the sizes of the eleven buffers, in argument order (q .. ws_scale), for memcheck. n_subset > 0:
+// buffer_bytes: the sizes of the twelve buffers, in argument order (q .. arrivals), for memcheck. n_subset > 0:
 // emulate only those verify CTAs (increasing linear indices), each counted `weights[i]` times. On success the
 // counters and sanitizer JSON documents come back in *counters_json / *sanitizer_json (free them with
 // ddk_emu_free); a part not asked for comes back as nullptr.
 extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, const int32_t* kv_slots,
                                      const int32_t* kv_offsets, const int32_t* q_offsets,
                                      const uint32_t* mask_words, uint16_t* out, float* lse, uint16_t* ws_o,
-                                     float* ws_lse, float* ws_scale, int total_rows, int heads, int mask_words_per_row,
+                                     float* ws_lse, float* ws_scale, int32_t* arrivals, int total_rows, int heads,
+                                     int mask_words_per_row,
                                      int batch, int num_ctas, int whole_row_tiles, int row_groups,
                                      int combine_halves, int cluster, float sm_scale, int workers,
                                      int flags, int late_wait_phases, const int64_t* buffer_bytes,
@@ -110,15 +116,16 @@ extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, cons
   *counters_json = nullptr;
   *sanitizer_json = nullptr;
   const ddk_verify::VerifyParams p =
-      make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale, total_rows,
-                  heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups, combine_halves, cluster,
+      make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale, arrivals,
+                  total_rows, heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups, combine_halves, cluster,
                   sm_scale);
-  const void* bases[11] = {q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale};
-  static const char* const names[11] = {"q",          "kv",  "kv_slots", "kv_offsets", "q_offsets", "mask_words",
-                                        "out",        "lse", "ws_o",     "ws_lse",     "ws_scale"};
-  ddk::emu::Buffer buffers[11];
+  const void* bases[12] = {q,    kv,  kv_slots, kv_offsets, q_offsets, mask_words,
+                           out,  lse, ws_o,     ws_lse,     ws_scale,  arrivals};
+  static const char* const names[12] = {"q",   "kv",  "kv_slots", "kv_offsets", "q_offsets", "mask_words",
+                                        "out", "lse", "ws_o",     "ws_lse",     "ws_scale",  "arrivals"};
+  ddk::emu::Buffer buffers[12];
   int n = 0;
-  for (int i = 0; i < 11; ++i) {
+  for (int i = 0; i < 12; ++i) {
     if (bases[i] == nullptr) continue;
     buffers[n].name = names[i];
     buffers[n].base = bases[i];

@@ -85,7 +85,7 @@ int64_t max_active_clusters(int64_t cluster, int64_t row_groups) {
 void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slots, const at::Tensor& kv_offsets,
             const at::Tensor& q_offsets, const at::Tensor& mask_words, at::Tensor& out,
             const c10::optional<at::Tensor>& lse, at::Tensor& ws_o, at::Tensor& ws_lse, at::Tensor& ws_scale,
-            double sm_scale,
+            const c10::optional<at::Tensor>& arrivals, double sm_scale,
             int64_t num_ctas, int64_t whole_row_tiles, int64_t row_groups, int64_t combine_halves,
             int64_t cluster) {
   TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
@@ -123,10 +123,19 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
     check(*lse, "lse", at::kFloat, device);
     TORCH_CHECK(lse->numel() == q.size(0) * q.size(1), "lse must hold T * H values");
   }
-  const bool combines = whole_row_tiles == 0 && num_ctas > 1;  // clusters may merge every row tile, or not
+  const bool splits = whole_row_tiles == 0 && num_ctas > 1;  // clusters may merge every row tile, or not
+  // With arrival counters the verify kernel merges split row tiles itself (the final merge), else the combine.
+  const bool final_merge = splits && arrivals.has_value();
   if (whole_row_tiles > 0)
     TORCH_CHECK(num_ctas == batch * whole_row_tiles, "whole row tiles: num_ctas must be bs * row tiles");
-  if (combines) {
+  if (final_merge) {
+    check(*arrivals, "arrivals", at::kInt, device);
+    TORCH_CHECK(arrivals->numel() >= num_ctas * ddk_verify::kMaxCluster, "arrivals holds ", arrivals->numel(),
+                " counters, the launch needs num_ctas * ", ddk_verify::kMaxCluster, " (zeros, left zero)");
+    TORCH_CHECK(num_ctas <= ddk_verify::kMaxListedCtas, "the final merge lists at most ",
+                ddk_verify::kMaxListedCtas, " CTAs, not ", num_ctas);
+  }
+  if (splits) {
     check(ws_o, "ws_o", at::kHalf, device);
     check(ws_lse, "ws_lse", at::kFloat, device);
     check(ws_scale, "ws_scale", at::kFloat, device);
@@ -149,9 +158,10 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
   p.mask_words = reinterpret_cast<const uint32_t*>(mask_words.data_ptr<int32_t>());
   p.out = reinterpret_cast<uint16_t*>(out.data_ptr());
   p.lse = lse.has_value() ? lse->data_ptr<float>() : nullptr;
-  p.ws_o = combines ? reinterpret_cast<uint16_t*>(ws_o.data_ptr()) : nullptr;
-  p.ws_lse = combines ? ws_lse.data_ptr<float>() : nullptr;
-  p.ws_scale = combines ? ws_scale.data_ptr<float>() : nullptr;
+  p.ws_o = splits ? reinterpret_cast<uint16_t*>(ws_o.data_ptr()) : nullptr;
+  p.ws_lse = splits ? ws_lse.data_ptr<float>() : nullptr;
+  p.ws_scale = splits ? ws_scale.data_ptr<float>() : nullptr;
+  p.arrivals = final_merge ? arrivals->data_ptr<int32_t>() : nullptr;
   p.total_rows = static_cast<int>(q.size(0) * q.size(1));
   p.heads = static_cast<int>(q.size(1));
   p.mask_words_per_row = static_cast<int>(mask_words.size(1));
@@ -170,7 +180,7 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
   const cudaLaunchConfig_t config = verify_config(num_ctas, row_groups, stream, &attribute, cluster);
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, ddk_verify::verify_attention_kernel, p));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
-  if (combines) {
+  if (splits && !final_merge) {
     ddk_verify::combine_parts_kernel<<<p.total_rows, ddk_verify::kCombineHalf * p.combine_halves,
                                        ddk_verify::kCombineSmemBytes, stream>>>(p);
     C10_CUDA_KERNEL_LAUNCH_CHECK();

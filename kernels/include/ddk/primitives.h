@@ -22,8 +22,8 @@
 //   transpose with .trans).
 //
 // Global and shared memory: kernel code reads and writes both only through ld_global / st_global /
-// ld_shared / st_shared (and cp_async_16, ldmatrix_*, ld_cluster, st_generic), so the emulation sees every
-// access.
+// ld_shared / st_shared (and cp_async_16, ldmatrix_*, ld_cluster, st_generic, ld_global_cg,
+// atomic_add_global), so the emulation sees every access.
 //
 // API (namespace ddk). In the emulation the collectives and barriers take a trailing defaulted
 // std::source_location so divergence reports can name call sites; kernel code never passes it.
@@ -320,6 +320,28 @@ DDK_DEVICE void st_generic(T* p, nondeduced<T> v, Site site = Site::current()) {
   *p = v;
 }
 
+// A load that bypasses L1 (ld.global.cg): data another CTA wrote in this launch, after fence_gpu and the
+// atomic that orders it (see atomic_add_global). T: 4, 8 or 16 bytes.
+template <class T>
+DDK_DEVICE T ld_global_cg(const T* p, Site site = Site::current()) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
+  return ld_global(p, site);
+}
+
+// atomicAdd on a global int: the old value. With fence_gpu before it (the writer) and after it (the
+// reader), what one CTA wrote before its atomic is visible to another CTA's loads after a later atomic on
+// the same word (the last arrival of a counter reads every earlier arrival's data). The emulation's CTAs
+// run on several OS threads: a real atomic, and memcheck and counting (atom_global) when traced.
+DDK_DEVICE int atomic_add_global(int* p, int v, Site site = Site::current()) {
+  if (emu::detail::traced_now()) [[unlikely]] {
+    if (!emu::detail::atomic_access(p, site)) return 0;
+  }
+  return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST);
+}
+
+// __threadfence: this thread's earlier accesses are ordered before its later ones for the whole GPU.
+DDK_DEVICE void fence_gpu() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+
 template <class T>
 DDK_DEVICE T ld_shared(const T* p, Site site = Site::current()) {
   static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
@@ -487,6 +509,24 @@ template <class T>
 DDK_DEVICE void st_global(T* p, nondeduced<T> v) {
   *p = v;
 }
+template <class T>
+DDK_DEVICE T ld_global_cg(const T* p) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
+  T out;
+  if constexpr (sizeof(T) == 4) {
+    const unsigned v = __ldcg(reinterpret_cast<const unsigned*>(p));
+    std::memcpy(&out, &v, 4);
+  } else if constexpr (sizeof(T) == 8) {
+    const uint2 v = __ldcg(reinterpret_cast<const uint2*>(p));
+    std::memcpy(&out, &v, 8);
+  } else {
+    const uint4 v = __ldcg(reinterpret_cast<const uint4*>(p));
+    std::memcpy(&out, &v, 16);
+  }
+  return out;
+}
+DDK_DEVICE int atomic_add_global(int* p, int v) { return atomicAdd(p, v); }
+DDK_DEVICE void fence_gpu() { __threadfence(); }
 template <class T>
 DDK_DEVICE T ld_shared(const T* p) {
   return *p;
