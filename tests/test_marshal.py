@@ -532,7 +532,7 @@ def test_the_dram_pace_of_each_gpu_follows_from_its_datasheet():
         (1, 32768, 188, 20.21, 160),  # 1,025 / 69.7 - 2 = 12.7 tiles a CTA: 162, clusters of 8 keep 160
         (16, 4096, 132, None, 128),  # the H200: 4 CTAs to each of the 32 row tiles (the aligned rounding)
         (16, 4096, 132, 61.47, 128),  # the same with its pace: it needs all its SMs to keep up with DRAM
-        (1, 4096, 188, 20.21, 97),  # fewer CTAs than that already (about 4 tiles each)
+        (1, 4096, 188, 20.21, 144),  # a short split: 6 clusters of 8 a row tile, 2.7 tiles a CTA
     ],
 )
 def test_no_more_ctas_than_keep_pace_with_dram(batch, prefix, sm_count, pace, ctas):
@@ -545,7 +545,7 @@ def test_no_more_ctas_than_keep_pace_with_dram(batch, prefix, sm_count, pace, ct
     [
         (4, 16, 64, 128, 20.21, 128, True),  # 1.9 tiles a CTA, less than 188 parts over the DRAM cost
         (16, 8, 64, 128, 20.21, 256, True),  # two waves of 256 row tiles (12 tiles): ranges would save 3.8
-        (1, 8, 17, 257, 20.21, 12, False),  # 5 row tiles of 9: 12 ranges save 5.2, their 12 parts cost less
+        (1, 8, 17, 257, 20.21, 40, False),  # 5 row tiles of 9: split, then one cluster of 8 a row tile
         (4, 16, 65, 4096, 20.21, 176, False),  # 88 row tiles of 130: half of each saved
     ],
 )
@@ -589,7 +589,7 @@ def test_the_pace_never_takes_split_ranges_below_the_row_tiles_or_above_the_rang
         (1, 8, 9, 32768, 20.21, 160, 8),  # 81 parts a row tile; 80 in clusters of 8 (3 would keep 81): 10
         (16, 8, 9, 4096, 20.21, 160, 5),  # 5 parts a row tile: one cluster merges each row tile whole
         (1, 8, 65, 4096, 20.21, 176, 8),  # 11 row tiles of 17 parts: 16 each (94 %) in two clusters of 8
-        (1, 8, 9, 4096, 20.21, 97, 1),  # 4 tiles a CTA: the merge would cost about one of them
+        (1, 8, 9, 4096, 20.21, 144, 8),  # 4 tiles a CTA: a short split, in clusters of 8 (no combine)
         (1, 8, 9, 32768, 61.47, 132, 1),  # the H200: its parts cost 2 tiles over its fast DRAM
         (1, 8, 9, 32768, None, 188, 1),  # no pace, no estimate of what the parts cost: no clusters
     ],

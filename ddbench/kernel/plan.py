@@ -104,6 +104,12 @@ MAX_CLUSTER = 8
 MAX_LISTED_CTAS = 2 * STAGE_BYTES // 4
 CLUSTER_FROM_TILES = 3.0
 CLUSTER_KEPT = 0.98
+# A split of fewer than ALIGN_FROM_TILES tiles a CTA still pays in clusters of 8 where the final merge then
+# saves the combine's launch (a graph node of ~1 µs, a stream launch of 2.5) and its pass
+# over the parts: every row tile in clusters of about this many key tiles a CTA (modeled on
+# suites/model-report.json, RTX PRO 6000, graph: bs1 q9 p4k, 97 CTAs and a combine 8.22 µs, 144 in clusters
+# 6.49; 120: 7.44, 168: 6.87; bs1 q9 p1k, 25 CTAs 7.43, 48 in clusters 6.49, 72: 5.51).
+SHORT_CLUSTER_TILES = 3.0
 DEFAULT_DRAM_PACE = DRAM_PACE_BY_DEVICE[0][1]  # the emulation plans as if on an RTX PRO 6000
 PACE_MARGIN = 1.15
 PACE_FIXED_TILES = 2.0
@@ -241,7 +247,14 @@ def plan_launch(
     if cluster is None:  # clusters where the parts cost more than the merge (see MAX_CLUSTER)
         parts = _parts_tiles(split, row_groups, dram_pace)
         pays = units >= ALIGN_FROM_TILES * split and parts >= CLUSTER_FROM_TILES
-        split, cluster = _clustered(split, all_row_tiles) if ctas is None and pays else (split, 1)
+        if ctas is not None or dram_pace is None:
+            cluster = 1
+        elif pays:
+            split, cluster = _clustered(split, all_row_tiles)
+        elif units < ALIGN_FROM_TILES * split:  # a short split: clusters of 8 and no combine (see below)
+            split, cluster = _short_clustered(split, units, all_row_tiles, slots)
+        else:  # parts too cheap for the merge to pay (the H200's)
+            cluster = 1
     elif split % cluster:
         raise ValueError(f"{split} CTAs do not divide into clusters of {cluster}")
     halves = 2 if split // cluster >= HALVES_FROM_PARTS * all_row_tiles > 0 else 1
@@ -267,6 +280,16 @@ def _clustered(split: int, all_row_tiles: int) -> tuple[int, int]:
     if kept * all_row_tiles < ALIGNED_SHARE * split:
         return split, 1
     return kept * all_row_tiles, size
+
+
+def _short_clustered(split: int, units: int, all_row_tiles: int, slots: int) -> tuple[int, int]:
+    """CTAs and CTAs per cluster for a split too short for _clustered: every row tile in clusters of
+    MAX_CLUSTER CTAs of about SHORT_CLUSTER_TILES key tiles each, as many clusters as one wave holds; the
+    split without clusters where that keeps less than ALIGNED_SHARE of its CTAs."""
+    per_row_tile = MAX_CLUSTER * max(1, all_row_tiles)
+    clusters = min(math.ceil(units / (per_row_tile * SHORT_CLUSTER_TILES)), slots // per_row_tile)
+    ctas = clusters * per_row_tile
+    return (ctas, MAX_CLUSTER) if clusters >= 1 and ctas >= ALIGNED_SHARE * split else (split, 1)
 
 
 def _split_saves(units: int, all_row_tiles: int, split: int, slots: int) -> float:

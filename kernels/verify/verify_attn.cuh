@@ -655,31 +655,33 @@ DDK_DEVICE int64_t part_slot(const VerifyParams& p, int64_t c, int64_t first, in
   return 2 * c + (c == first && range_start(first, units, p.num_ctas) != unit0 ? 1 : 0);
 }
 
-// How many parts the row tile of units [unit0, unit0 + tiles) has over its CTAs first..last (first < last),
-// what part_slot finds CTA by CTA, in closed form (part_slot costs 64-bit divisions, and every CTA that
-// arrives at the row tile needs the count): every CTA has one unless its range is empty (fewer units than
-// CTAs: one unit a range), less C - 1 for each merging cluster, the whole clusters of C CTAs from the first
-// starting in the row tile (lo) to one past the last ending in it (hi).
-DDK_DEVICE int row_tile_parts(const VerifyParams& p, int64_t first, int64_t last, int64_t units, int64_t unit0,
-                              int64_t tiles) {
-  if (units < p.num_ctas) return static_cast<int>(tiles);
-  int64_t parts = last - first + 1;
+// How many of the parts of the row tile of units [unit0, unit0 + tiles) (CTAs first..last, first < last)
+// CTAs first..c - 1 hold, what part_slot finds CTA by CTA, in closed form (part_slot costs 64-bit
+// divisions; every CTA that arrives needs the row tile's count, c = last + 1, and the final merge each
+// part's place in CTA order): a CTA holds one unless its range is empty (fewer units than CTAs: a range is
+// one unit, so they are the units before c's), less C - 1 for each merging cluster, the whole clusters of C
+// CTAs from the first CTA starting in the row tile (lo) to one past the last ending in it (hi).
+DDK_DEVICE int parts_before(const VerifyParams& p, int64_t c, int64_t first, int64_t last, int64_t units,
+                            int64_t unit0, int64_t tiles) {
+  if (units < p.num_ctas)
+    return static_cast<int>(c > last ? tiles : range_start(c, units, p.num_ctas) - unit0);
+  int64_t parts = c - first;
   if (p.cluster > 1) {
     const int64_t size = p.cluster;
     const int64_t lo = first + (range_start(first, units, p.num_ctas) == unit0 ? 0 : 1);
     const int64_t hi = last + (range_start(last + 1, units, p.num_ctas) == unit0 + tiles ? 1 : 0);
-    const int64_t merging = hi / size - (lo + size - 1) / size;
+    const int64_t merging = (c < hi ? c : hi) / size - (lo + size - 1) / size;
     if (merging > 0) parts -= merging * (size - 1);
   }
   return static_cast<int>(parts);
 }
 
-// The final merge's list of the row tile's parts, CTA by CTA from `first` (the slot, or -1), built by the
-// whole CTA in the stages (free by then) so that each row's loops read it from shared memory.
+// The final merge's list of the row tile's parts' slots in CTA order, built by the whole CTA in the stages
+// (free by then), each CTA's at its place (parts_before), so that each row's loops read only the parts.
 constexpr int kMaxListedCtas = kStages * kStageBytes / 4;  // 18,688: the launchers refuse a larger split grid
 
-// Row m of a row tile merged from its parts (`listed` in CTA order: part_slot of CTAs first, first + 1, ...)
-// with the combine's arithmetic: the largest LSE first, then every part's stored values weighted by
+// Row m of a row tile merged from its n parts (`listed`: their slots in CTA order) with the combine's
+// arithmetic: the largest LSE first, then every part's stored values weighted by
 // 2^(lse - largest) times its quarter's scale. The sums in acc, the weights' sum in weight_sum; returns the
 // base LSE. Loads bypass L1: the parts were written by other CTAs of this launch.
 DDK_DEVICE float gather_listed_parts(const VerifyParams& p, const int* listed, int n, int m, int position,
@@ -687,14 +689,12 @@ DDK_DEVICE float gather_listed_parts(const VerifyParams& p, const int* listed, i
   const int block_m = kGroupRows * p.row_groups, quarter = position / kColSlice;
   float best = kNegInf;
   for (int i = 0; i < n; ++i) {
-    const int slot = ddk::ld_shared(listed + i);
-    if (slot >= 0) best = fmaxf(best, ddk::ld_global_cg(p.ws_lse + (static_cast<int64_t>(slot) * block_m + m)));
+    const int64_t part = static_cast<int64_t>(ddk::ld_shared(listed + i)) * block_m + m;
+    best = fmaxf(best, ddk::ld_global_cg(p.ws_lse + part));
   }
   const float base = best == kNegInf ? 0.f : best;
   for (int i = 0; i < n; ++i) {
-    const int slot = ddk::ld_shared(listed + i);
-    if (slot < 0) continue;
-    const int64_t part = static_cast<int64_t>(slot) * block_m + m;
+    const int64_t part = static_cast<int64_t>(ddk::ld_shared(listed + i)) * block_m + m;
     const float w = ddk::fast_exp2(ddk::ld_global_cg(p.ws_lse + part) - base);  // an empty part has lse -inf
     weight_sum += w;
     // loaded whatever the weight, so that the loads do not depend on the data (a sampled launch counts them
@@ -719,10 +719,10 @@ DDK_DEVICE_NOINLINE void arrive_at_row_tile(const VerifyParams p, char* smem, Pa
   const int64_t first = cta_of_unit(at.tile_base, units, p.num_ctas);
   const int64_t last = cta_of_unit(at.tile_base + at.tiles - 1, units, p.num_ctas);
   const int t = ddk::thread_idx_x();
+  const int expected = parts_before(p, last + 1, first, last, units, at.tile_base, at.tiles);
   if (t < p.cluster) {
     int won = 0;
     if (lane < 0 || t == lane) {
-      const int expected = row_tile_parts(p, first, last, units, at.tile_base, at.tiles);
       int* counter = p.arrivals + (first * kMaxCluster + t);
       ddk::fence_gpu();  // this CTA's part (ordered before by the caller's barrier) before the arrival
       const int before = ddk::atomic_add_global(counter, 1);
@@ -740,9 +740,13 @@ DDK_DEVICE_NOINLINE void arrive_at_row_tile(const VerifyParams p, char* smem, Pa
   for (int j = 0; j < p.cluster; ++j) any |= ddk::ld_shared(tail->won + j);
   if (any == 0) return;  // uniform over the CTA
   int* listed = reinterpret_cast<int*>(smem);
-  const int n = static_cast<int>(last - first + 1), threads = kGroupThreads * p.row_groups;
-  for (int i = t; i < n; i += threads)
-    ddk::st_shared(listed + i, static_cast<int>(part_slot(p, first + i, first, units, at.tile_base, at.tiles)));
+  const int ctas = static_cast<int>(last - first + 1), threads = kGroupThreads * p.row_groups;
+  for (int i = t; i < ctas; i += threads) {
+    const int64_t slot = part_slot(p, first + i, first, units, at.tile_base, at.tiles);
+    if (slot >= 0)
+      ddk::st_shared(listed + parts_before(p, first + i, first, last, units, at.tile_base, at.tiles),
+                     static_cast<int>(slot));
+  }
   ddk::sync_block();
   const int block_m = kGroupRows * p.row_groups;
   const int left = r.rows.rows - at.row_tile * block_m, rows = left < block_m ? left : block_m;
@@ -750,7 +754,7 @@ DDK_DEVICE_NOINLINE void arrive_at_row_tile(const VerifyParams p, char* smem, Pa
   for (int m = t / kCombineHalf; m < rows; m += p.row_groups) {  // uniform per 128 threads
     if (ddk::ld_shared(tail->won + m % p.cluster) == 0) continue;
     float acc[4] = {0.f, 0.f, 0.f, 0.f}, weight_sum = 0.f;
-    const float base = gather_listed_parts(p, listed, n, m, position, acc, weight_sum);
+    const float base = gather_listed_parts(p, listed, expected, m, position, acc, weight_sum);
     const int64_t row = static_cast<int64_t>(r.rows.q_base) * p.heads + at.row_tile * block_m + m;
     write_merged_row(p, row, position, acc, weight_sum, base, t % kCombineHalf == 0);
   }

@@ -12,9 +12,9 @@ namespace {
 ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, const int32_t* kv_slots,
                                      const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
                                      uint16_t* out, float* lse, uint16_t* ws_o, float* ws_lse, float* ws_scale,
-                                     int32_t* arrivals, int total_rows, int heads, int mask_words_per_row, int batch, int num_ctas,
-                                     int whole_row_tiles, int row_groups, int combine_halves, int cluster,
-                                     float sm_scale) {
+                                     int32_t* arrivals, int total_rows, int heads, int mask_words_per_row,
+                                     int batch, int num_ctas, int whole_row_tiles, int row_groups,
+                                     int combine_halves, int cluster, float sm_scale) {
   ddk_verify::VerifyParams p{};
   p.q = q;
   p.kv = kv;
@@ -85,13 +85,13 @@ char* copy_out(const std::string& s) {
 extern "C" int ddk_verify_emu(const uint16_t* q, const uint16_t* kv, const int32_t* kv_slots,
                               const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
                               uint16_t* out, float* lse, uint16_t* ws_o, float* ws_lse, float* ws_scale,
-                              int32_t* arrivals, int total_rows, int heads, int mask_words_per_row, int batch, int num_ctas,
-                              int whole_row_tiles, int row_groups, int combine_halves, int cluster, float sm_scale,
-                              int workers, char* error, int error_len) {
+                              int32_t* arrivals, int total_rows, int heads, int mask_words_per_row, int batch,
+                              int num_ctas, int whole_row_tiles, int row_groups, int combine_halves, int cluster,
+                              float sm_scale, int workers, char* error, int error_len) {
   const ddk_verify::VerifyParams p =
       make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale, arrivals,
-                  total_rows, heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups, combine_halves, cluster,
-                  sm_scale);
+                  total_rows, heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups,
+                  combine_halves, cluster, sm_scale);
   if (total_rows == 0 || batch == 0) return 0;
   ddk::emu::LaunchOptions options;
   options.workers = workers;
@@ -117,8 +117,8 @@ extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, cons
   *sanitizer_json = nullptr;
   const ddk_verify::VerifyParams p =
       make_params(q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale, arrivals,
-                  total_rows, heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups, combine_halves, cluster,
-                  sm_scale);
+                  total_rows, heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups,
+                  combine_halves, cluster, sm_scale);
   const void* bases[12] = {q,    kv,  kv_slots, kv_offsets, q_offsets, mask_words,
                            out,  lse, ws_o,     ws_lse,     ws_scale,  arrivals};
   static const char* const names[12] = {"q",   "kv",  "kv_slots", "kv_offsets", "q_offsets", "mask_words",
