@@ -56,6 +56,14 @@ def request_extents(
     ]
 
 
+def unit_starts(requests: list[RequestExtent]) -> list[int]:
+    """The first unit of each request over the batch, then the batch's units."""
+    starts = [0]
+    for g in requests:
+        starts.append(starts[-1] + g.units)
+    return starts
+
+
 def range_start(cta: int, units: int, ctas: int) -> int:
     """First unit of CTA `cta`'s range: the units cut into `ctas` ranges as equal as integers allow."""
     return cta * units // ctas
@@ -85,10 +93,8 @@ def cluster_merge(plan: LaunchPlan, units: int, cta: int, tile_base: int, tiles:
 def cta_merges(plan: LaunchPlan, requests: list[RequestExtent]) -> list[int]:
     """Every verify CTA's cluster merge (MERGE_NONE for a CTA without work), as the kernel decides it from the
     row tile its range starts in."""
-    units = sum(g.units for g in requests)
-    starts = [0]
-    for g in requests:
-        starts.append(starts[-1] + g.units)
+    starts = unit_starts(requests)
+    units = starts[-1]
     merges = []
     for cta, segments in enumerate(cta_segments(plan, requests)):
         if not segments:
@@ -134,10 +140,8 @@ def cta_segments(plan: LaunchPlan, requests: list[RequestExtent]) -> Iterator[li
             g = requests[request]
             yield [Segment(request, row_tile, 0, g.tiles, -1)] if row_tile < g.row_tiles else []
         return
-    units = sum(g.units for g in requests)
-    starts = [0]
-    for g in requests:
-        starts.append(starts[-1] + g.units)
+    starts = unit_starts(requests)
+    units = starts[-1]
     request = 0
     for cta in range(plan.ctas):
         begin, end = range_start(cta, units, plan.ctas), range_start(cta + 1, units, plan.ctas)
@@ -174,10 +178,8 @@ def cta_arrivals(plan: LaunchPlan, requests: list[RequestExtent]) -> list[list[A
     without the final merge."""
     if not (plan.splits and plan.final_merge):
         return [[] for _ in range(plan.ctas)]
-    units = sum(g.units for g in requests)
-    starts = [0]
-    for g in requests:
-        starts.append(starts[-1] + g.units)
+    starts = unit_starts(requests)
+    units = starts[-1]
     out = []
     for cta, segments in enumerate(cta_segments(plan, requests)):
         arrivals = []
