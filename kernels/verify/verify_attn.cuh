@@ -55,8 +55,8 @@ constexpr int kReduceBytesPerGroup = 4 * kGroupRows * kBlockN * 4;  // 8,192
 constexpr int kMaskBytesPerGroup = kGroupRows * 2 * 4;             // the two words of each row: 128
 constexpr int kMaxCluster = 8;       // CTAs of a thread-block cluster at most: the portable size
 constexpr int kCursorBytes = 12 * 16;  // two cursors and their requests' extents, the range, two segment slots
-                                      // and the CTA's cluster merge (see cluster_merge), then the CTA's parts
-                                      // for the final merge (PartTail)
+                                       // and the CTA's cluster merge (see cluster_merge), then the CTA's parts
+                                       // for the final merge (PartTail)
 constexpr int kSmemFixedBytes = kStages * kStageBytes + kCursorBytes;  // 74,944
 constexpr int kSmemBytesPerGroup = kReduceBytesPerGroup + kMaskBytesPerGroup;
 constexpr int kMaxSmemBytes = kSmemFixedBytes + kMaxGroups * kSmemBytesPerGroup;  // 99,904 <= 101,376
