@@ -52,14 +52,14 @@ constexpr int kStageBytes = kBlockN * kSmemRowBytes;  // 37,376
 // groups XOR-swizzled by row % 4, so a half-warp's 64-bit accesses (4 rows x 4 lanes) cover the 32 banks once
 // (2 wavefronts per warp instruction) instead of hitting 8 banks 4 times over (8 wavefronts).
 constexpr int kReduceBytesPerGroup = 4 * kGroupRows * kBlockN * 4;  // 8,192
-constexpr int kMaskBytesPerGroup = kGroupRows * 2 * 4;             // the two words of each row: 128
+constexpr int kMaskBytesPerGroup = 2 * kGroupRows * 2 * 4;  // two words a row, for two tiles: 256
 constexpr int kMaxCluster = 8;       // CTAs of a thread-block cluster at most: the portable size
 constexpr int kCursorBytes = 12 * 16;  // two cursors and their requests' extents, the range, two segment slots
                                        // and the CTA's cluster merge (see cluster_merge), then the CTA's parts
                                        // for the final merge (PartTail)
 constexpr int kSmemFixedBytes = kStages * kStageBytes + kCursorBytes;  // 74,944
 constexpr int kSmemBytesPerGroup = kReduceBytesPerGroup + kMaskBytesPerGroup;
-constexpr int kMaxSmemBytes = kSmemFixedBytes + kMaxGroups * kSmemBytesPerGroup;  // 99,904 <= 101,376
+constexpr int kMaxSmemBytes = kSmemFixedBytes + kMaxGroups * kSmemBytesPerGroup;  // 100,288 <= 101,376
 DDK_HOST_DEVICE constexpr int smem_bytes(int groups) { return kSmemFixedBytes + groups * kSmemBytesPerGroup; }
 // Q is staged over stage 1 and the partial-S buffer, both free until the first tile's scores.
 static_assert(2 * kGroupRows * kSmemRowBytes <= kStageBytes + 2 * kReduceBytesPerGroup, "Q staging, 32 rows");
@@ -287,10 +287,14 @@ DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, int key_base, int 
 }
 
 // The two mask words a tile's draft keys can fall in, for each of the CTA's rows, staged in shared memory:
-// loaded before the wait for the tile's keys, so their latency hides behind it, and read from shared memory
-// when the scores are masked. The words of key tile `tile` start at draft column (tile * 32 - prefix) / 32;
+// loaded with the tile's keys, a tile ahead, so their latency hides behind the scores of the tile before, and
+// read from shared memory when the scores are masked. The words of key tile `tile` start at draft column (tile * 32 - prefix) / 32;
 // 0 where nothing is read.
 DDK_HOST_DEVICE int mask_slot(int row, int word) { return row * 2 + word; }  // u32 index in the mask words
+// Two buffers of them, for alternate tiles: the next tile's are staged while this one's are read.
+DDK_DEVICE int mask_buffer(const VerifyParams& p, int tile_in_segment) {
+  return (tile_in_segment % 2) * 2 * kGroupRows * p.row_groups;
+}
 
 // Float index of partial S (row, column) of a 16-row slice: see kReduceBytesPerGroup.
 DDK_HOST_DEVICE int partial_at(int row, int column) { return row * kBlockN + (column ^ ((row % 4) * 8)); }
@@ -468,7 +472,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
   ddk::cp_async_commit();
   load_tile(smem, p, g.key_base, g.keys, tile_begin * kBlockN);
   ddk::cp_async_commit();
-  uint32_t mask_word = fetch_mask_word(p, g, row0, tile_begin);
+  const uint32_t first_words = fetch_mask_word(p, g, row0, tile_begin);
   ddk::cp_async_wait<1>();
   ddk::sync_block();
   uint32_t qf[kKSteps][4];
@@ -476,22 +480,24 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     const int chunk = (quarter * kDimSlice + ks * 16) / 8 + lane / 16;
     ddk::ldmatrix_x4(qf[ks], smem + (kStageBytes + smem_offset(group * 16 + lane % 16, chunk)));
   }
-  ddk::sync_block();  // stage 1 is about to hold keys
+  ddk::cp_async_wait<0>();
+  stage_mask_word(p, mask_words, first_words);
+  ddk::sync_block();  // the first tile is in; stage 1 is about to hold keys
 
   float o[kOutTiles][4];  // zeroed only now: nothing else lives through the prologue's loads
   for (int n = 0; n < kOutTiles; ++n)
     for (int k = 0; k < 4; ++k) o[n][k] = 0.f;
   float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f};
 
+  // Two barriers a tile: the next tile's keys (and its mask words) are issued with this tile's scores, whose
+  // tensor work hides the copies' shared-memory writes, and waited for at the end of its P.V.
   for (int tile = tile_begin; tile < tile_end; ++tile) {
     const int it = tile - tile_begin;
     char* stage = smem + (it % kStages) * kStageBytes;
-    if (tile + 1 < tile_end) load_tile(smem + ((it + 1) % kStages) * kStageBytes, p, g.key_base, g.keys, (tile + 1) * kBlockN);
+    const bool more = tile + 1 < tile_end;
+    if (more) load_tile(smem + ((it + 1) % kStages) * kStageBytes, p, g.key_base, g.keys, (tile + 1) * kBlockN);
     ddk::cp_async_commit();
-    if (it > 0) mask_word = fetch_mask_word(p, g, row0, tile);
-    ddk::cp_async_wait<1>();
-    stage_mask_word(p, mask_words, mask_word);
-    ddk::sync_block();
+    const uint32_t next_words = more ? fetch_mask_word(p, g, row0, tile + 1) : 0u;
 
     // Partial S over this warp's 144 dims, 16 keys (two n8 tiles) at a time, each pair stored before the next
     // is computed: 8 accumulators live beside Q and O instead of 16.
@@ -513,6 +519,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
           ddk::st_shared(mine + partial_at(lr + 8 * h, (2 * pair + half) * 8 + 2 * lc) / 2,
                          Float2{acc[half][2 * h], acc[half][2 * h + 1]});
     }
+    stage_mask_word(p, mask_words + mask_buffer(p, it + 1), next_words);  // the buffer the last tile read
     ddk::sync_block();
 
     // Full S (the four quarters summed in a fixed order, so every warp of the group agrees bit for bit),
@@ -525,7 +532,8 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     uint32_t words[2][2] = {{~0u, ~0u}, {~0u, ~0u}};
     if (tile * kBlockN + kBlockN > g.prefix)
       for (int h = 0; h < 2; ++h)
-        for (int w = 0; w < 2; ++w) words[h][w] = ddk::ld_shared(mask_words + mask_slot(group * 16 + lr + 8 * h, w));
+        for (int w = 0; w < 2; ++w)
+          words[h][w] = ddk::ld_shared(mask_words + (mask_buffer(p, it) + mask_slot(group * 16 + lr + 8 * h, w)));
     for (int n = 0; n < 4; ++n)
       for (int h = 0; h < 2; ++h) {
         const int at = partial_at(lr + 8 * h, n * 8 + 2 * lc);
@@ -584,7 +592,8 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
         ddk::mma_bf16_m16n8k16(o[2 * pair], pf[kstep], b0, o[2 * pair]);
         ddk::mma_bf16_m16n8k16(o[2 * pair + 1], pf[kstep], b1, o[2 * pair + 1]);
       }
-    ddk::sync_block();  // the stage and the reduce buffer are rewritten next iteration (or next segment)
+    ddk::cp_async_wait<0>();
+    ddk::sync_block();  // the next tile is in; this stage and the reduce buffer are rewritten next
   }
 
   // Row sums were kept per lane; the 4 lanes of a quad hold the rest of each row.
