@@ -46,8 +46,8 @@ constexpr int kColSlice = kDimV / 4;    // 128 output columns per warp
 constexpr int kOutTiles = kColSlice / 8; // 16 n8 tiles of O per warp
 constexpr int kSmemRowBytes = kRowBytes + 16;  // 1,168: see smem_offset
 constexpr int kStageBytes = kBlockN * kSmemRowBytes;  // 37,376
-// Shared memory, in this order: the two stages, every row group's partial S, every row's mask words, and the
-// cursor (where the CTA is in its range of work units, see verify_attention_kernel).
+// Shared memory, in this order: the two stages, every row group's partial S, every row's mask words, the slot
+// indices of two tiles, and the cursor (where the CTA is in its range of work units, see verify_attention_kernel).
 // Partial S of a (row group, quarter): 16 rows x 32 keys of fp32, rows 32 floats apart with the 8-float column
 // groups XOR-swizzled by row % 4, so a half-warp's 64-bit accesses (4 rows x 4 lanes) cover the 32 banks once
 // (2 wavefronts per warp instruction) instead of hitting 8 banks 4 times over (8 wavefronts).
@@ -57,9 +57,10 @@ constexpr int kMaxCluster = 8;       // CTAs of a thread-block cluster at most: 
 constexpr int kCursorBytes = 12 * 16;  // two cursors and their requests' extents, the range, two segment slots
                                        // and the CTA's cluster merge (see cluster_merge), then the CTA's parts
                                        // for the final merge (PartTail)
-constexpr int kSmemFixedBytes = kStages * kStageBytes + kCursorBytes;  // 74,944
+constexpr int kSlotBytes = kStages * kBlockN * 4;  // two tiles' KV slot indices, staged ahead (load_tile)
+constexpr int kSmemFixedBytes = kStages * kStageBytes + kSlotBytes + kCursorBytes;  // 75,200
 constexpr int kSmemBytesPerGroup = kReduceBytesPerGroup + kMaskBytesPerGroup;
-constexpr int kMaxSmemBytes = kSmemFixedBytes + kMaxGroups * kSmemBytesPerGroup;  // 100,288 <= 101,376
+constexpr int kMaxSmemBytes = kSmemFixedBytes + kMaxGroups * kSmemBytesPerGroup;  // 100,544 <= 101,376
 DDK_HOST_DEVICE constexpr int smem_bytes(int groups) { return kSmemFixedBytes + groups * kSmemBytesPerGroup; }
 // Q is staged over stage 1 and the partial-S buffer, both free until the first tile's scores.
 static_assert(2 * kGroupRows * kSmemRowBytes <= kStageBytes + 2 * kReduceBytesPerGroup, "Q staging, 32 rows");
@@ -272,18 +273,37 @@ DDK_HOST_DEVICE bool cluster_units(int64_t c, int64_t units, int64_t ctas, int64
 // 32 keys x 72 chunks: with n = threads / 72 (3 or 5), thread t < 72n copies chunk t % 72 of keys t / 72,
 // t / 72 + n, ...; consecutive threads take consecutive chunks of a row (coalesced), and each thread's
 // addresses step by a constant, so nothing but its column stays in registers through the tile loop. Keys past
-// the end are zero-filled (0 * garbage would be NaN).
-DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, int key_base, int key_end, int first_key) {
+// the end are zero-filled (0 * garbage would be NaN). The keys' slot indices come from shared memory, staged
+// there a tile ahead (fetch_slot): no global load waits in front of the copies, and the pool's indices are
+// read once a tile (4 sectors) instead of once per chunk.
+DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const int32_t* slots, int key_end, int first_key) {
   const int t = ddk::thread_idx_x(), rows_at_once = kGroupThreads * p.row_groups / kChunksPerRow;
   if (t >= rows_at_once * kChunksPerRow) return;
   const int chunk = t % kChunksPerRow;
   for (int j = t / kChunksPerRow; j < kBlockN; j += rows_at_once) {
-    const int key = first_key + j;
-    const bool valid = key < key_end;
+    const bool valid = first_key + j < key_end;
     const uint16_t* src = p.kv;
-    if (valid) src += static_cast<int64_t>(ddk::ld_global(p.kv_slots + (key_base + key))) * kDimQK + chunk * 8;
+    if (valid) src += static_cast<int64_t>(ddk::ld_shared(slots + j)) * kDimQK + chunk * 8;
     ddk::cp_async_16(stage + smem_offset(j, chunk), src, valid);
   }
+}
+
+// The slot indices of the key tile a segment reaches `tile_in_segment` tiles in, one buffer per stage.
+DDK_DEVICE int32_t* slot_buffer(char* smem, const VerifyParams& p, int tile_in_segment) {
+  return reinterpret_cast<int32_t*>(smem + (smem_bytes(p.row_groups) - kCursorBytes - kSlotBytes)) +
+         (tile_in_segment % kStages) * kBlockN;
+}
+
+// Thread j < 32 fetches the slot index of key j of the tile at `first_key` (0 past the request's keys), and
+// stages it once it is needed.
+DDK_DEVICE int32_t fetch_slot(const VerifyParams& p, const Request& g, int first_key) {
+  const int t = ddk::thread_idx_x(), key = first_key + t;
+  return t < kBlockN && key < g.keys ? ddk::ld_global(p.kv_slots + (g.key_base + key)) : 0;
+}
+
+DDK_DEVICE void stage_slot(int32_t* slots, int32_t slot) {
+  const int t = ddk::thread_idx_x();
+  if (t < kBlockN) ddk::st_shared(slots + t, slot);
 }
 
 // The two mask words a tile's draft keys can fall in, for each of the CTA's rows, staged in shared memory:
@@ -459,8 +479,8 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
   // global index are recomputed where used: 168 registers (65,536 / 384 threads) leave none to keep them.
   const int my_row = row0 + group * 16 + lr;
 
-  // Q (staged in stage 1 and the partial-S buffer) and the first KV tile (stage 0) are in flight together;
-  // each warp then keeps its 16 rows x 144 dims of Q in registers.
+  // Q (staged in stage 1 and the partial-S buffer) is in flight while the first two tiles' slot indices are
+  // fetched, then the first KV tile (stage 0); each warp then keeps its 16 rows x 144 dims of Q in registers.
   for (int i = ddk::thread_idx_x(); i < block_m * kChunksPerRow; i += threads) {
     const int m = i / kChunksPerRow, chunk = i % kChunksPerRow;
     const int r = row0 + m;
@@ -470,9 +490,12 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     ddk::cp_async_16(smem + (kStageBytes + smem_offset(m, chunk)), src, valid);
   }
   ddk::cp_async_commit();
-  load_tile(smem, p, g.key_base, g.keys, tile_begin * kBlockN);
-  ddk::cp_async_commit();
   const uint32_t first_words = fetch_mask_word(p, g, row0, tile_begin);
+  stage_slot(slot_buffer(smem, p, 0), fetch_slot(p, g, tile_begin * kBlockN));
+  stage_slot(slot_buffer(smem, p, 1), tile_begin + 1 < tile_end ? fetch_slot(p, g, (tile_begin + 1) * kBlockN) : 0);
+  ddk::sync_block();
+  load_tile(smem, p, slot_buffer(smem, p, 0), g.keys, tile_begin * kBlockN);
+  ddk::cp_async_commit();
   ddk::cp_async_wait<1>();
   ddk::sync_block();
   uint32_t qf[kKSteps][4];
@@ -489,15 +512,17 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     for (int k = 0; k < 4; ++k) o[n][k] = 0.f;
   float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f};
 
-  // Two barriers a tile: the next tile's keys (and its mask words) are issued with this tile's scores, whose
-  // tensor work hides the copies' shared-memory writes, and waited for at the end of its P.V.
+  // Two barriers a tile: the next tile's keys (and its mask words, and the slot indices of the tile after) are
+  // issued with this tile's scores, whose tensor work hides the copies' shared-memory writes, and waited for at
+  // the end of its P.V.
   for (int tile = tile_begin; tile < tile_end; ++tile) {
     const int it = tile - tile_begin;
     char* stage = smem + (it % kStages) * kStageBytes;
     const bool more = tile + 1 < tile_end;
-    if (more) load_tile(smem + ((it + 1) % kStages) * kStageBytes, p, g.key_base, g.keys, (tile + 1) * kBlockN);
+    if (more) load_tile(smem + ((it + 1) % kStages) * kStageBytes, p, slot_buffer(smem, p, it + 1), g.keys, (tile + 1) * kBlockN);
     ddk::cp_async_commit();
     const uint32_t next_words = more ? fetch_mask_word(p, g, row0, tile + 1) : 0u;
+    const int32_t later_slot = tile + 2 < tile_end ? fetch_slot(p, g, (tile + 2) * kBlockN) : 0;
 
     // Partial S over this warp's 144 dims, 16 keys (two n8 tiles) at a time, each pair stored before the next
     // is computed: 8 accumulators live beside Q and O instead of 16.
@@ -519,7 +544,8 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
           ddk::st_shared(mine + partial_at(lr + 8 * h, (2 * pair + half) * 8 + 2 * lc) / 2,
                          Float2{acc[half][2 * h], acc[half][2 * h + 1]});
     }
-    stage_mask_word(p, mask_words + mask_buffer(p, it + 1), next_words);  // the buffer the last tile read
+    stage_mask_word(p, mask_words + mask_buffer(p, it + 1), next_words);  // the buffers the last tile read
+    stage_slot(slot_buffer(smem, p, it + 2), later_slot);
     ddk::sync_block();
 
     // Full S (the four quarters summed in a fixed order, so every warp of the group agrees bit for bit),
