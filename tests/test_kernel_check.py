@@ -250,21 +250,24 @@ def test_plan_constants_agree_with_the_kernel_source():
     # a part row: 512 fp16 columns, one scale per quarter, the LSE (what the model and footprint count)
     assert c["kPartQuarters"] == plan.PART_QUARTERS and c["kDimV"] * 2 + 4 * 4 + 4 == plan.PART_ROW_BYTES
     assert c["kStageBytes"] == plan.STAGE_BYTES == c["kBlockN"] * (c["kDimQK"] * 2 + 16)  # rows padded 16 B
-    fixed = c["kStages"] * c["kStageBytes"] + c["kCursorBytes"]
+    assert c["kSlotBytes"] == c["kStages"] * c["kBlockN"] * 4  # a stage's slot indices, staged a tile ahead
+    fixed = c["kStages"] * c["kStageBytes"] + c["kSlotBytes"] + c["kCursorBytes"]
     assert c["kSmemFixedBytes"] == plan.SMEM_FIXED_BYTES == fixed
     per_group = c["kReduceBytesPerGroup"] + c["kMaskBytesPerGroup"]
     assert c["kSmemBytesPerGroup"] == plan.SMEM_PER_GROUP_BYTES == per_group
     assert plan.MAX_SMEM_BYTES == c["kMaxSmemBytes"] == plan.smem_bytes(3) <= SMEM_LIMIT_BYTES
     assert kc.DYNAMIC_SMEM == {VERIFY: plan.MAX_SMEM_BYTES, COMBINE: plan.COMBINE_SMEM_BYTES}
     assert MASK_WORD_BITS == 32  # the kernel reads word j / 32, bit j % 32
+    assert c["kMaxCluster"] == plan.MAX_CLUSTER and c["kMaxListedCtas"] == plan.MAX_LISTED_CTAS
 
 
 def test_the_constant_parser_sees_a_changed_source():
     text = KERNEL_SOURCE.read_text()
     assert "constexpr int kStages = 2;" in text
     changed = cuh_constants(text.replace("constexpr int kStages = 2;", "constexpr int kStages = 3;"))
-    assert changed["kSmemFixedBytes"] == plan.SMEM_FIXED_BYTES + changed["kStageBytes"]
-    assert changed["kMaxSmemBytes"] == plan.MAX_SMEM_BYTES + changed["kStageBytes"]
+    grown = changed["kStageBytes"] + changed["kBlockN"] * 4  # a stage and its slot indices
+    assert changed["kSmemFixedBytes"] == plan.SMEM_FIXED_BYTES + grown
+    assert changed["kMaxSmemBytes"] == plan.MAX_SMEM_BYTES + grown
 
 
 # ---------------------------------------------------------------- the real build

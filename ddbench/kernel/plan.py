@@ -37,7 +37,7 @@ ALIGN_FROM_TILES = 6
 HALVES_FROM_PARTS = 16
 PART_QUARTERS = 4  # a part row's 512 fp16 columns: 4 quarters, each with its own power-of-two scale
 PART_ROW_BYTES = 512 * 2 + PART_QUARTERS * 4 + 4  # fp16 columns, the quarters' scales, the row's LSE
-CTAS_PER_SM = 1  # 91,584 or 99,904 B of shared memory per CTA: one fits in an SM's 100 KB
+CTAS_PER_SM = 1  # 92,096 or 100,544 B of shared memory per CTA: one fits in an SM's 100 KB
 DEFAULT_SM_COUNT = 188  # RTX PRO 6000 Blackwell; the emulation plans as if on it
 # About this many key tiles per CTA or more (units / MIN_TILES_PER_CTA CTAs): fewer, and the part a CTA
 # writes for the combine (32 or 48 rows of fp16) costs more than the tiles it saves. When the row tiles
@@ -121,7 +121,7 @@ def smem_bytes(row_groups: int) -> int:
     return SMEM_FIXED_BYTES + row_groups * SMEM_PER_GROUP_BYTES
 
 
-MAX_SMEM_BYTES = smem_bytes(MAX_ROW_GROUPS)  # the attribute the launch sets: 99,904
+MAX_SMEM_BYTES = smem_bytes(MAX_ROW_GROUPS)  # the attribute the launch sets: 100,544
 
 
 def dram_pace_of(device_name: str) -> float | None:

@@ -273,17 +273,22 @@ DDK_HOST_DEVICE bool cluster_units(int64_t c, int64_t units, int64_t ctas, int64
 // 32 keys x 72 chunks: with n = threads / 72 (3 or 5), thread t < 72n copies chunk t % 72 of keys t / 72,
 // t / 72 + n, ...; consecutive threads take consecutive chunks of a row (coalesced), and each thread's
 // addresses step by a constant, so nothing but its column stays in registers through the tile loop. Keys past
-// the end are zero-filled (0 * garbage would be NaN). The keys' slot indices come from shared memory, staged
-// there a tile ahead (fetch_slot): no global load waits in front of the copies, and the pool's indices are
-// read once a tile (4 sectors) instead of once per chunk.
-DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const int32_t* slots, int key_end, int first_key) {
+// the end are zero-filled (0 * garbage would be NaN). After a segment's first tile the keys' slot indices come
+// from shared memory (`staged`), staged there a tile ahead (fetch_slot): no global load waits in front of the
+// copies, and the pool's indices are read once a tile (4 sectors) instead of once per chunk. The first tile,
+// with nothing staged yet, reads them from global memory in front of its copies, while Q is in flight.
+DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, const int32_t* staged, int first_key) {
   const int t = ddk::thread_idx_x(), rows_at_once = kGroupThreads * p.row_groups / kChunksPerRow;
   if (t >= rows_at_once * kChunksPerRow) return;
   const int chunk = t % kChunksPerRow;
   for (int j = t / kChunksPerRow; j < kBlockN; j += rows_at_once) {
-    const bool valid = first_key + j < key_end;
+    const int key = first_key + j;
+    const bool valid = key < g.keys;
     const uint16_t* src = p.kv;
-    if (valid) src += static_cast<int64_t>(ddk::ld_shared(slots + j)) * kDimQK + chunk * 8;
+    if (valid) {
+      const int32_t slot = staged != nullptr ? ddk::ld_shared(staged + j) : ddk::ld_global(p.kv_slots + (g.key_base + key));
+      src += static_cast<int64_t>(slot) * kDimQK + chunk * 8;
+    }
     ddk::cp_async_16(stage + smem_offset(j, chunk), src, valid);
   }
 }
@@ -479,8 +484,8 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
   // global index are recomputed where used: 168 registers (65,536 / 384 threads) leave none to keep them.
   const int my_row = row0 + group * 16 + lr;
 
-  // Q (staged in stage 1 and the partial-S buffer) is in flight while the first two tiles' slot indices are
-  // fetched, then the first KV tile (stage 0); each warp then keeps its 16 rows x 144 dims of Q in registers.
+  // Q (staged in stage 1 and the partial-S buffer) and the first KV tile (stage 0) are in flight together, and
+  // the second tile's slot indices; each warp then keeps its 16 rows x 144 dims of Q in registers.
   for (int i = ddk::thread_idx_x(); i < block_m * kChunksPerRow; i += threads) {
     const int m = i / kChunksPerRow, chunk = i % kChunksPerRow;
     const int r = row0 + m;
@@ -490,13 +495,12 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     ddk::cp_async_16(smem + (kStageBytes + smem_offset(m, chunk)), src, valid);
   }
   ddk::cp_async_commit();
-  const uint32_t first_words = fetch_mask_word(p, g, row0, tile_begin);
-  stage_slot(slot_buffer(smem, p, 0), fetch_slot(p, g, tile_begin * kBlockN));
-  stage_slot(slot_buffer(smem, p, 1), tile_begin + 1 < tile_end ? fetch_slot(p, g, (tile_begin + 1) * kBlockN) : 0);
-  ddk::sync_block();
-  load_tile(smem, p, slot_buffer(smem, p, 0), g.keys, tile_begin * kBlockN);
+  load_tile(smem, p, g, nullptr, tile_begin * kBlockN);
   ddk::cp_async_commit();
+  const uint32_t first_words = fetch_mask_word(p, g, row0, tile_begin);
+  const int32_t second_slot = tile_begin + 1 < tile_end ? fetch_slot(p, g, (tile_begin + 1) * kBlockN) : 0;
   ddk::cp_async_wait<1>();
+  stage_slot(slot_buffer(smem, p, 1), second_slot);
   ddk::sync_block();
   uint32_t qf[kKSteps][4];
   for (int ks = 0; ks < kKSteps; ++ks) {
@@ -519,7 +523,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     const int it = tile - tile_begin;
     char* stage = smem + (it % kStages) * kStageBytes;
     const bool more = tile + 1 < tile_end;
-    if (more) load_tile(smem + ((it + 1) % kStages) * kStageBytes, p, slot_buffer(smem, p, it + 1), g.keys, (tile + 1) * kBlockN);
+    if (more) load_tile(smem + ((it + 1) % kStages) * kStageBytes, p, g, slot_buffer(smem, p, it + 1), (tile + 1) * kBlockN);
     ddk::cp_async_commit();
     const uint32_t next_words = more ? fetch_mask_word(p, g, row0, tile + 1) : 0u;
     const int32_t later_slot = tile + 2 < tile_end ? fetch_slot(p, g, (tile + 2) * kBlockN) : 0;
