@@ -77,18 +77,18 @@ def _segment_phases(plan: LaunchPlan, tiles: int, rows: int, whole: bool) -> lis
         ),
         _phase(wavefronts=4 * warps * LDMATRIX_Q, instructions=warps * 40),
     ]
+    copies = cp_async_per_tile(plan.threads)
     for tile in range(tiles):
-        prefetch = TILE_BYTES if tile + 1 < tiles else 0
+        # the next tile's copies (their writes, and a broadcast read of a staged slot index each) go with
+        # this tile's scores: two barriers a tile
+        prefetch = tile + 1 < tiles
         phases += [
             _phase(
-                wavefronts=TILE_WAVEFRONTS if prefetch else 0,
-                global_bytes=prefetch,
-                instructions=warps * 30,
-            ),
-            _phase(
                 mma=warps * MMA_S,
-                wavefronts=warps * (4 * LDMATRIX_S + REDUCE_64 * PARTIAL_STORES),
-                instructions=warps * 120,
+                wavefronts=warps * (4 * LDMATRIX_S + REDUCE_64 * PARTIAL_STORES)
+                + (TILE_WAVEFRONTS + copies if prefetch else 0),
+                global_bytes=TILE_BYTES if prefetch else 0,
+                instructions=warps * 150,
             ),
             _phase(
                 mma=warps * MMA_PV,
