@@ -18,7 +18,7 @@ MAX_ROW_GROUPS = 3  # 48 rows, 384 threads: what the kernel's registers are fitt
 BLOCK_N = 32  # keys per tile
 KV_TILE_BYTES = BLOCK_N * 576 * 2  # a tile of keys in the pool: 36,864 B
 STAGE_BYTES = KV_TILE_BYTES + BLOCK_N * 16  # the same in shared memory, each row padded by 16 bytes
-SMEM_PER_GROUP_BYTES = 4 * GROUP_ROWS * BLOCK_N * 4 + 2 * GROUP_ROWS * 2 * 4  # partial S, two tiles' mask words
+SMEM_PER_GROUP_BYTES = 4 * GROUP_ROWS * BLOCK_N * 4 + 2 * GROUP_ROWS * 2 * 4  # partial S, 2 tiles' mask words
 SMEM_FIXED_BYTES = 2 * STAGE_BYTES + 2 * BLOCK_N * 4 + 192  # two stages, two tiles' slot indices, the CTA's
 # cursor and its parts for the final merge
 COMBINE_HALF = 128  # combine threads per half; a CTA of two halves merges every other part in each
