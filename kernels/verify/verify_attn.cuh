@@ -484,8 +484,9 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
   // global index are recomputed where used: 168 registers (65,536 / 384 threads) leave none to keep them.
   const int my_row = row0 + group * 16 + lr;
 
-  // Q (staged in stage 1 and the partial-S buffer) and the first KV tile (stage 0) are in flight together, and
-  // the second tile's slot indices; each warp then keeps its 16 rows x 144 dims of Q in registers.
+  // Q (staged in stage 1 and the partial-S buffer), the first KV tile (stage 0), its mask words and the second
+  // tile's slot indices are in flight together, one wait for all (a short launch is a chain of round trips);
+  // each warp then keeps its 16 rows x 144 dims of Q in registers.
   for (int i = ddk::thread_idx_x(); i < block_m * kChunksPerRow; i += threads) {
     const int m = i / kChunksPerRow, chunk = i % kChunksPerRow;
     const int r = row0 + m;
@@ -494,22 +495,18 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     if (valid) src += (static_cast<int64_t>(g.q_base) * p.heads + r) * kDimQK + chunk * 8;  // row (token, head)
     ddk::cp_async_16(smem + (kStageBytes + smem_offset(m, chunk)), src, valid);
   }
-  ddk::cp_async_commit();
   load_tile(smem, p, g, nullptr, tile_begin * kBlockN);
   ddk::cp_async_commit();
-  const uint32_t first_words = fetch_mask_word(p, g, row0, tile_begin);
-  const int32_t second_slot = tile_begin + 1 < tile_end ? fetch_slot(p, g, (tile_begin + 1) * kBlockN) : 0;
-  ddk::cp_async_wait<1>();
-  stage_slot(slot_buffer(smem, p, 1), second_slot);
+  stage_mask_word(p, mask_words, fetch_mask_word(p, g, row0, tile_begin));
+  stage_slot(slot_buffer(smem, p, 1), tile_begin + 1 < tile_end ? fetch_slot(p, g, (tile_begin + 1) * kBlockN) : 0);
+  ddk::cp_async_wait<0>();
   ddk::sync_block();
   uint32_t qf[kKSteps][4];
   for (int ks = 0; ks < kKSteps; ++ks) {
     const int chunk = (quarter * kDimSlice + ks * 16) / 8 + lane / 16;
     ddk::ldmatrix_x4(qf[ks], smem + (kStageBytes + smem_offset(group * 16 + lane % 16, chunk)));
   }
-  ddk::cp_async_wait<0>();
-  stage_mask_word(p, mask_words, first_words);
-  ddk::sync_block();  // the first tile is in; stage 1 is about to hold keys
+  ddk::sync_block();  // stage 1 is about to hold keys
 
   float o[kOutTiles][4];  // zeroed only now: nothing else lives through the prologue's loads
   for (int n = 0; n < kOutTiles; ++n)
