@@ -47,7 +47,8 @@ constexpr int kOutTiles = kColSlice / 8; // 16 n8 tiles of O per warp
 constexpr int kSmemRowBytes = kRowBytes + 16;  // 1,168: see smem_offset
 constexpr int kStageBytes = kBlockN * kSmemRowBytes;  // 37,376
 // Shared memory, in this order: the two stages, every row group's partial S, every row's mask words, the slot
-// indices of two tiles, and the cursor (where the CTA is in its range of work units, see verify_attention_kernel).
+// indices of two tiles, and the cursor (where the CTA is in its range of work units, see
+// verify_attention_kernel).
 // Partial S of a (row group, quarter): 16 rows x 32 keys of fp32, rows 32 floats apart with the 8-float column
 // groups XOR-swizzled by row % 4, so a half-warp's 64-bit accesses (4 rows x 4 lanes) cover the 32 banks once
 // (2 wavefronts per warp instruction) instead of hitting 8 banks 4 times over (8 wavefronts).
@@ -313,8 +314,8 @@ DDK_DEVICE void stage_slot(int32_t* slots, int32_t slot) {
 
 // The two mask words a tile's draft keys can fall in, for each of the CTA's rows, staged in shared memory:
 // loaded with the tile's keys, a tile ahead, so their latency hides behind the scores of the tile before, and
-// read from shared memory when the scores are masked. The words of key tile `tile` start at draft column (tile * 32 - prefix) / 32;
-// 0 where nothing is read.
+// read from shared memory when the scores are masked. The words of key tile `tile` start at draft column
+// (tile * 32 - prefix) / 32; 0 where nothing is read.
 DDK_HOST_DEVICE int mask_slot(int row, int word) { return row * 2 + word; }  // u32 index in the mask words
 // Two buffers of them, for alternate tiles: the next tile's are staged while this one's are read.
 DDK_DEVICE int mask_buffer(const VerifyParams& p, int tile_in_segment) {
