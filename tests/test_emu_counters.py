@@ -320,6 +320,8 @@ def test_verify_kernel_counters_match_its_tiling(fields, row_groups):
     assert t.shared.wavefronts["ld64"] == 2 * t.shared.instructions["ld64"]
     assert t.shared.bank_conflicts == 0
     assert t.cp_async.waits == sum(1 + n for n, _, _ in segments)  # Q with the first tile, then one a tile
+    # only each segment's prologue waits right after its commit: every later tile was issued a barrier ahead
+    assert t.cp_async.late_waits == len(segments)
     assert len(verify.cta_shapes) == verify.ctas  # one entry per CTA unless grouped
     combine = traced.counters.kernel("combine")
     assert (combine is not None) == launch.plan.combines

@@ -178,7 +178,7 @@ def tiling_counters(
         "dynamic_smem_bytes": plan.smem_bytes,
         "derived": "by hand from the kernel's tiling (not emulated)",
         "totals": {
-            "barriers": plan.ctas + sum(n * (3 * t + 2) for n, t in pairs),
+            "barriers": plan.ctas + sum(n * (2 * t + 2) for n, t in pairs),
             "mma": sum(n * t * (MMA_S + MMA_PV) for n, t in pairs) * plan.threads // 32,
             "global": {"sectors": sectors, "unique_sectors": min(sectors, unique // SECTOR_BYTES)},
             "shared": _shared_totals(plan, pairs),

@@ -59,6 +59,7 @@ constexpr int kCursorBytes = 12 * 16;  // two cursors and their requests' extent
                                        // and the CTA's cluster merge (see cluster_merge), then the CTA's parts
                                        // for the final merge (PartTail)
 constexpr int kSlotBytes = kStages * kBlockN * 4;  // two tiles' KV slot indices, staged ahead (load_tile)
+static_assert(kSlotBytes % 16 == 0, "the cursor after the slot indices stays 16-byte aligned");
 constexpr int kSmemFixedBytes = kStages * kStageBytes + kSlotBytes + kCursorBytes;  // 75,200
 constexpr int kSmemBytesPerGroup = kReduceBytesPerGroup + kMaskBytesPerGroup;
 constexpr int kMaxSmemBytes = kSmemFixedBytes + kMaxGroups * kSmemBytesPerGroup;  // 100,544 <= 101,376
@@ -276,7 +277,7 @@ DDK_HOST_DEVICE bool cluster_units(int64_t c, int64_t units, int64_t ctas, int64
 // addresses step by a constant, so nothing but its column stays in registers through the tile loop. Keys past
 // the end are zero-filled (0 * garbage would be NaN). After a segment's first tile the keys' slot indices come
 // from shared memory (`staged`), staged there a tile ahead (fetch_slot): no global load waits in front of the
-// copies, and the pool's indices are read once a tile (4 sectors) instead of once per chunk. The first tile,
+// copies, and the pool's indices are read once a tile (4 or 5 sectors) instead of once per chunk. The first tile,
 // with nothing staged yet, reads them from global memory in front of its copies, while Q is in flight.
 DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, const int32_t* staged, int first_key) {
   const int t = ddk::thread_idx_x(), rows_at_once = kGroupThreads * p.row_groups / kChunksPerRow;
@@ -294,7 +295,7 @@ DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, 
   }
 }
 
-// The slot indices of the key tile a segment reaches `tile_in_segment` tiles in, one buffer per stage.
+// The slot indices of the key tile a segment reaches `tile_in_segment` tiles in: two buffers, by its parity.
 DDK_DEVICE int32_t* slot_buffer(char* smem, const VerifyParams& p, int tile_in_segment) {
   return reinterpret_cast<int32_t*>(smem + (smem_bytes(p.row_groups) - kCursorBytes - kSlotBytes)) +
          (tile_in_segment % kStages) * kBlockN;
@@ -486,8 +487,8 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
   const int my_row = row0 + group * 16 + lr;
 
   // Q (staged in stage 1 and the partial-S buffer), the first KV tile (stage 0), its mask words and the second
-  // tile's slot indices are in flight together, one wait for all (a short launch is a chain of round trips);
-  // each warp then keeps its 16 rows x 144 dims of Q in registers.
+  // tile's slot indices are in flight together (a short launch is a chain of round trips), the copies under one
+  // wait; each warp then keeps its 16 rows x 144 dims of Q in registers.
   for (int i = ddk::thread_idx_x(); i < block_m * kChunksPerRow; i += threads) {
     const int m = i / kChunksPerRow, chunk = i % kChunksPerRow;
     const int r = row0 + m;
@@ -498,8 +499,10 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
   }
   load_tile(smem, p, g, nullptr, tile_begin * kBlockN);
   ddk::cp_async_commit();
-  stage_mask_word(p, mask_words, fetch_mask_word(p, g, row0, tile_begin));
-  stage_slot(slot_buffer(smem, p, 1), tile_begin + 1 < tile_end ? fetch_slot(p, g, (tile_begin + 1) * kBlockN) : 0);
+  const uint32_t first_words = fetch_mask_word(p, g, row0, tile_begin);
+  const int32_t second_slot = tile_begin + 1 < tile_end ? fetch_slot(p, g, (tile_begin + 1) * kBlockN) : 0;
+  stage_mask_word(p, mask_words, first_words);
+  stage_slot(slot_buffer(smem, p, 1), second_slot);
   ddk::cp_async_wait<0>();
   ddk::sync_block();
   uint32_t qf[kKSteps][4];
