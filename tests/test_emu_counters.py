@@ -25,6 +25,8 @@ from ddbench.inputs import generate_inputs
 from ddbench.kernel.counters import load_counters, parse_counters
 from ddbench.kernel.footprint import verify_unique_sectors
 from ddbench.kernel.work_split import cta_segments, request_extents
+from ddbench.model.floor import CaseShape
+from ddbench.model.tiling_counters import tiling_counters
 from ddbench.suite import parse_suite
 
 WIDTH_KEY = {1: "8", 2: "16", 4: "32", 8: "64", 16: "128"}
@@ -325,6 +327,24 @@ def test_verify_kernel_counters_match_its_tiling(fields, row_groups):
     assert len(verify.cta_shapes) == verify.ctas  # one entry per CTA unless grouped
     combine = traced.counters.kernel("combine")
     assert (combine is not None) == launch.plan.combines
+
+
+@pytest.mark.parametrize(
+    "fields", [{}, {"batch_size": 2, "prefix": [40, 90], "tree": {"kind": "chain", "length": 6}}]
+)
+def test_the_tiling_counters_count_what_the_emulation_counts(fields, emu):
+    """The hand-derived counters (ddbench/model/tiling_counters.py) agree with a counted launch where both
+    plan whole row tiles: the same CTAs, barriers and mma."""
+    case = small_case(**fields)
+    x = generate_inputs(case)
+    assert emu.marshaled_launch(x).plan.whole_row_tiles > 0
+    derived = tiling_counters(CaseShape.of(case))["kernels"][0]
+    counted = emu.run_traced(x, counters=True).counters.kernel("verify")
+    assert (derived["ctas"], derived["totals"]["barriers"], derived["totals"]["mma"]) == (
+        counted.ctas,
+        counted.totals.barriers,
+        counted.totals.mma,
+    )
 
 
 @pytest.mark.parametrize("cluster", [1, None])
