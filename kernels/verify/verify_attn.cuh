@@ -277,9 +277,10 @@ DDK_HOST_DEVICE bool cluster_units(int64_t c, int64_t units, int64_t ctas, int64
 // addresses step by a constant, so nothing but its column stays in registers through the tile loop. Keys past
 // the end are zero-filled (0 * garbage would be NaN). After a segment's first tile the keys' slot indices come
 // from shared memory (`staged`), staged there a tile ahead (fetch_slot): no global load waits in front of the
-// copies, and the pool's indices are read once a tile (4 or 5 sectors) instead of once per chunk. The first tile,
-// with nothing staged yet, reads them from global memory in front of its copies, while Q is in flight.
-DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, const int32_t* staged, int first_key) {
+// copies, and the pool's indices are read once a tile (4 or 5 sectors) instead of once per chunk. The first
+// tile, with nothing staged yet, reads them from global memory in front of its copies, while Q is in flight.
+DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, const int32_t* staged,
+                          int first_key) {
   const int t = ddk::thread_idx_x(), rows_at_once = kGroupThreads * p.row_groups / kChunksPerRow;
   if (t >= rows_at_once * kChunksPerRow) return;
   const int chunk = t % kChunksPerRow;
@@ -288,7 +289,8 @@ DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, 
     const bool valid = key < g.keys;
     const uint16_t* src = p.kv;
     if (valid) {
-      const int32_t slot = staged != nullptr ? ddk::ld_shared(staged + j) : ddk::ld_global(p.kv_slots + (g.key_base + key));
+      const int32_t slot =
+          staged != nullptr ? ddk::ld_shared(staged + j) : ddk::ld_global(p.kv_slots + (g.key_base + key));
       src += static_cast<int64_t>(slot) * kDimQK + chunk * 8;
     }
     ddk::cp_async_16(stage + smem_offset(j, chunk), src, valid);
@@ -524,7 +526,8 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     const int it = tile - tile_begin;
     char* stage = smem + (it % kStages) * kStageBytes;
     const bool more = tile + 1 < tile_end;
-    if (more) load_tile(smem + ((it + 1) % kStages) * kStageBytes, p, g, slot_buffer(smem, p, it + 1), (tile + 1) * kBlockN);
+    if (more)
+      load_tile(smem + ((it + 1) % kStages) * kStageBytes, p, g, slot_buffer(smem, p, it + 1), (tile + 1) * kBlockN);
     ddk::cp_async_commit();
     const uint32_t next_words = more ? fetch_mask_word(p, g, row0, tile + 1) : 0u;
     const int32_t later_slot = tile + 2 < tile_end ? fetch_slot(p, g, (tile + 2) * kBlockN) : 0;
