@@ -255,8 +255,20 @@ def small_case(**fields):
     return parse_suite({"name": "t", "cases": [entry]}, "t").cases[0]
 
 
+def _mask_words_copied(g, tile_begin: int, tile_end: int, valid_rows: int) -> int:
+    """The mask words a segment copies: per tile that holds draft keys, one or two per valid row (the words
+    its draft columns fall in)."""
+    words = 0
+    for tile in range(tile_begin, tile_end):
+        first_key, last_key = tile * BLOCK_N, min(tile * BLOCK_N + BLOCK_N, g.keys) - 1
+        if last_key >= g.prefix:
+            first_word = max(first_key - g.prefix, 0) // 32
+            words += valid_rows * ((last_key - g.prefix) // 32 - first_word + 1)
+    return words
+
+
 def tiling(backend: CudaEmuBackend, x):
-    """Per segment of every CTA: its tiles, valid keys and valid rows, from the plan alone."""
+    """Per segment of every CTA: its tiles, valid keys, valid rows and mask words copied, from the plan."""
     launch = backend.marshaled_launch(x)
     k = launch.kernel
     block_m = CTA_OF_ROW_GROUPS[launch.plan.row_groups][0]
@@ -267,7 +279,8 @@ def tiling(backend: CudaEmuBackend, x):
             g = requests[s.request]
             valid_keys = min(g.keys, s.tile_end * BLOCK_N) - s.tile_begin * BLOCK_N
             valid_rows = min(block_m, g.rows - s.row_tile * block_m)
-            segments.append((s.tile_end - s.tile_begin, valid_keys, valid_rows))
+            words = _mask_words_copied(g, s.tile_begin, s.tile_end, valid_rows)
+            segments.append((s.tile_end - s.tile_begin, valid_keys, valid_rows, words))
     return launch, segments
 
 
@@ -301,11 +314,14 @@ def test_verify_kernel_counters_match_its_tiling(fields, row_groups):
     t = verify.totals
     # S = Q K^T: per warp 16 rows x 32 keys x 144 dims; O += P V: 16 rows x 128 columns x 32 keys.
     mma_per_tile = warps * (16 * BLOCK_N * (DIM_QK // 4) + 16 * (DIM_V // 4) * BLOCK_N) // MMA_FLOPS_SHAPE
-    assert t.mma == mma_per_tile * sum(n for n, _, _ in segments)
-    assert all(n > 0 for n, _, _ in segments)  # no CTA range holds an empty segment
+    assert t.mma == mma_per_tile * sum(n for n, *_ in segments)
+    assert all(n > 0 for n, *_ in segments)  # no CTA range holds an empty segment
     # one when the CTA's range is set, then per segment two for Q and the first tile, and two per tile
-    assert t.barriers == launch.plan.ctas + sum(2 + 2 * n for n, _, _ in segments)
-    assert t.global_.cp_async_bytes == sum(2 * DIM_QK * (rows + keys) for _, keys, rows in segments)
+    assert t.barriers == launch.plan.ctas + sum(2 + 2 * n for n, *_ in segments)
+    # Q, the keys and the mask words of tiles with draft keys (4 bytes each) go by cp.async
+    copied = sum(2 * DIM_QK * (rows + keys) + 4 * words for _, keys, rows, words in segments)
+    assert t.global_.cp_async_bytes == copied
+    assert t.shared.instructions["cp_async_4"] > 0
     # Every key of every request is read at least once: unique bytes >= the KV rows the case must read.
     kv_bytes = 2 * DIM_QK * int(torch.unique(launch.kernel.kv_slots).numel())
     assert 32 * t.global_.unique_sectors >= kv_bytes
@@ -316,12 +332,12 @@ def test_verify_kernel_counters_match_its_tiling(fields, row_groups):
     assert expected_wavefronts(reduce_offsets, 8) == 2
     assert expected_wavefronts([4 * (32 * (lane // 4) + 2 * (lane % 4)) for lane in range(32)], 8) == 8
     assert t.shared.wavefronts["ldmatrix_x4"] == 4 * t.shared.instructions["ldmatrix_x4"]
-    assert t.shared.instructions["st64"] == warps * 8 * sum(n for n, _, _ in segments)
-    assert t.shared.instructions["ld64"] == warps * 32 * sum(n for n, _, _ in segments)
+    assert t.shared.instructions["st64"] == warps * 8 * sum(n for n, *_ in segments)
+    assert t.shared.instructions["ld64"] == warps * 32 * sum(n for n, *_ in segments)
     assert t.shared.wavefronts["st64"] == 2 * t.shared.instructions["st64"]
     assert t.shared.wavefronts["ld64"] == 2 * t.shared.instructions["ld64"]
     assert t.shared.bank_conflicts == 0
-    assert t.cp_async.waits == sum(1 + n for n, _, _ in segments)  # Q with the first tile, then one a tile
+    assert t.cp_async.waits == sum(1 + n for n, *_ in segments)  # Q with the first tile, then one a tile
     # only each segment's prologue waits right after its commit: every later tile was issued a barrier ahead
     assert t.cp_async.late_waits == len(segments)
     assert len(verify.cta_shapes) == verify.ctas  # one entry per CTA unless grouped

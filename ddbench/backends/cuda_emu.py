@@ -24,7 +24,8 @@ from ddbench.kernel.work_shapes import verify_work_shapes
 from ddbench.kernel.work_split import cta_arrivals, last_arrivals, request_extents
 
 _ERROR_BYTES = 4096
-BUFFERS = 12  # q, kv, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale, arrivals
+# q, kv, kv_draft, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale, arrivals
+BUFFERS = 13
 _EMU_SOURCE = Path("verify") / "verify_emu.cpp"
 
 
@@ -279,8 +280,8 @@ class CudaEmuBackend:
     def _buffers(launch: PreparedLaunch, lse: torch.Tensor | None) -> list[torch.Tensor | None]:
         k = launch.kernel
         return [
-            k.q, k.kv, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out, lse, launch.ws_o,
-            launch.ws_lse, launch.ws_scale, launch.arrivals,
+            k.q, k.kv, k.kv_draft, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out, lse,
+            launch.ws_o, launch.ws_lse, launch.ws_scale, launch.arrivals,
         ]  # fmt: skip
 
     def _arguments(
@@ -296,7 +297,7 @@ class CudaEmuBackend:
             inputs = inputs.to("cpu")
         launch = self.marshaled_launch(inputs)
         k, plan = launch.kernel, launch.plan
-        tensors = [k.q, k.kv, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out]
+        tensors = [k.q, k.kv, k.kv_draft, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out]
         if not all(t.is_contiguous() for t in tensors):
             raise ValueError("the emulated kernel needs contiguous tensors")
         pointers = [

@@ -80,6 +80,7 @@ class CudaKernelBackend:
         arguments = (
             k.q,
             k.kv,
+            k.kv_draft,
             k.kv_slots,
             k.kv_offsets,
             k.q_offsets,

@@ -107,16 +107,33 @@ def _requests(x: VerifyInputs) -> list[tuple[int, int, int, int, int]]:
     return [(qo[r], qo[r + 1], kv[r], kv[r + 1], mk[r]) for r in range(x.batch_size)]
 
 
+def _key_lists(x: VerifyInputs, k: KernelInputs, lists: list[torch.Tensor]) -> KernelInputs:
+    """The kernel handed these per-request lists of pool slots as its keys. It reads the last q_len keys of a
+    list (its draft keys, to the kernel) in place from kv_draft, so kv_draft gets the pool rows those slots
+    name there: the kernel then reads every key the list names, as an adapter with this mistake would have
+    it do."""
+    offsets = torch.tensor([0] + [len(s) for s in lists]).cumsum(0)
+    kv_draft = k.kv_draft.clone()
+    for (q0, q1, *_), slots in zip(_requests(x), lists, strict=True):
+        prefix = len(slots) - (q1 - q0)  # what the kernel takes for the prefix (< 0: every key a draft)
+        first = max(prefix, 0)
+        rows = q0 + torch.arange(first, len(slots)) - prefix
+        kv_draft[rows] = k.kv[slots[first:].long()]
+    return dataclasses.replace(
+        k,
+        kv_slots=torch.cat([*lists, torch.empty(0, dtype=torch.int64)]).to(torch.int32),
+        kv_offsets=offsets.to(torch.int32),
+        kv_draft=kv_draft,
+    )
+
+
 def _slot_lists(x: VerifyInputs, keys: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], k: KernelInputs):
-    """Rebuild kv_slots/kv_offsets from `keys(prefix_slots, draft_slots)` per request."""
+    """Rebuild kv_slots/kv_offsets (and kv_draft) from `keys(prefix_slots, draft_slots)` per request."""
     lists = [
         keys(x.kv_indices[kv0:kv1].long(), x.out_cache_loc[q0:q1].long())
         for q0, q1, kv0, kv1, _ in _requests(x)
     ]
-    offsets = torch.tensor([0] + [len(s) for s in lists]).cumsum(0)
-    return dataclasses.replace(
-        k, kv_slots=torch.cat(lists).to(torch.int32), kv_offsets=offsets.to(torch.int32)
-    )
+    return _key_lists(x, k, lists)
 
 
 def _pack(bits: torch.Tensor, words_per_row: int) -> torch.Tensor:
@@ -164,9 +181,7 @@ def _causal(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
 
 
 def _kv_indices_only(x: VerifyInputs, k: KernelInputs) -> KernelInputs:
-    return dataclasses.replace(
-        k, kv_slots=x.kv_indices.to(torch.int32), kv_offsets=x.kv_indptr.to(torch.int32)
-    )
+    return _slot_lists(x, lambda prefix, draft: prefix, k)
 
 
 def _slot_plus_one(x: VerifyInputs, k: KernelInputs) -> KernelInputs:

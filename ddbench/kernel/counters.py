@@ -21,15 +21,17 @@ MAX_COUNTERS_BYTES = 256 << 20  # far above a 128k-prefix launch listed CTA by C
 SHARED_KINDS = (
     "ld8", "st8", "ld16", "st16", "ld32", "st32", "ld64", "st64", "ld128", "st128",
     "ldmatrix_x1", "ldmatrix_x1_trans", "ldmatrix_x2", "ldmatrix_x2_trans",
-    "ldmatrix_x4", "ldmatrix_x4_trans", "cp_async_16", "stmatrix",
+    "ldmatrix_x4", "ldmatrix_x4_trans", "cp_async_16", "stmatrix", "cp_async_4",
 )  # fmt: skip
 INSTRUCTION_KINDS = (
     "mma", "shfl", "ldmatrix", "ld_shared", "st_shared", "ld_global", "st_global", "cp_async", "sync_block",
     "ld_cluster", "sync_cluster", "atom_global",
 )  # fmt: skip
-# Counted since thread-block clusters, and atomics since the final merge: a document written before them
-# reads as 0 where they are missing.
-CLUSTER_FIELDS = ("ld_cluster", "sync_cluster", "cluster_bytes", "cluster_barriers", "atom_global")
+# Counted since thread-block clusters, atomics since the final merge and 4-byte copies since the mask words
+# went by cp.async: a document written before them reads as 0 where they are missing.
+LATER_FIELDS = (
+    "ld_cluster", "sync_cluster", "cluster_bytes", "cluster_barriers", "atom_global", "cp_async_4",
+)  # fmt: skip
 CTA_DETAILS = ("all", "shapes", "sampled")
 
 
@@ -176,7 +178,7 @@ class _Reader:
         return obj[key]
 
     def count(self, obj: Mapping[str, Any], key: str, path: str, minimum: int = 0) -> int:
-        if key in CLUSTER_FIELDS and key not in obj:
+        if key in LATER_FIELDS and key not in obj:
             return 0
         value = self.field(obj, key, path)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:

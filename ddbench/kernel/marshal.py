@@ -21,6 +21,7 @@ MASK_WORD_BITS = 32
 class KernelInputs:
     q: torch.Tensor  # (T, H, 576) bf16
     kv: torch.Tensor  # (pool, 576) bf16, a view of k_buffer
+    kv_draft: torch.Tensor  # (T, 576) bf16, k_extend: the draft keys the kernel reads in place
     kv_slots: torch.Tensor  # (sum(prefix + q_len)) int32: per request, prefix slots then draft slots
     kv_offsets: torch.Tensor  # (bs + 1) int32
     q_offsets: torch.Tensor  # (bs + 1) int32
@@ -90,6 +91,7 @@ def marshal(x: VerifyInputs) -> KernelInputs:
     return KernelInputs(
         q=x.q_extend,
         kv=x.k_buffer.view(x.k_buffer.shape[0], x.k_buffer.shape[-1]),
+        kv_draft=x.k_extend.reshape(x.k_extend.shape[0], x.k_extend.shape[-1]),
         kv_slots=kv_slots,
         kv_offsets=kv_offsets,
         q_offsets=x.qo_indptr.to(torch.int32),

@@ -28,14 +28,14 @@ inline const char* op_key(int op) {
 // Shared-memory instruction kinds (the "shared" section's keys).
 enum SharedKind : int {
   kLd8, kSt8, kLd16, kSt16, kLd32, kSt32, kLd64, kSt64, kLd128, kSt128,
-  kLdmX1, kLdmX1Trans, kLdmX2, kLdmX2Trans, kLdmX4, kLdmX4Trans, kCpAsync16, kStmatrix, kSharedKinds
+  kLdmX1, kLdmX1Trans, kLdmX2, kLdmX2Trans, kLdmX4, kLdmX4Trans, kCpAsync16, kStmatrix, kCpAsync4, kSharedKinds
 };
 
 inline const char* shared_key(int k) {
   static const char* const names[kSharedKinds] = {
       "ld8",  "st8",  "ld16", "st16", "ld32", "st32", "ld64", "st64", "ld128", "st128", "ldmatrix_x1",
       "ldmatrix_x1_trans", "ldmatrix_x2", "ldmatrix_x2_trans", "ldmatrix_x4", "ldmatrix_x4_trans",
-      "cp_async_16", "stmatrix"};
+      "cp_async_16", "stmatrix", "cp_async_4"};
   return names[k];
 }
 

@@ -283,6 +283,7 @@ struct CpCopy {
   void* dst;
   const void* src;
   bool valid;
+  std::uint8_t bytes = 16;  // 4 or 16
   std::uint32_t issue_epoch1 = 0, issue_warp_epoch = 0;  // traced launches: when it was issued, where
   std::uint16_t site = 0;
 };
@@ -638,11 +639,11 @@ void close_instruction(Worker& w, const MemInstr& m) {
     ph.cluster_bytes += bytes;
     ++ph.ops[static_cast<int>(Op::LdCluster)];
   } else {
-    shared_side(kCpAsync16, m.addr, m.mask, 16);
-    const std::uint64_t bytes = 16ull * static_cast<unsigned>(__builtin_popcount(m.valid));
+    shared_side(m.width == 16 ? kCpAsync16 : kCpAsync4, m.addr, m.mask, m.width);
+    const std::uint64_t bytes = std::uint64_t{m.width} * static_cast<unsigned>(__builtin_popcount(m.valid));
     c.cp_async_bytes += bytes;
     ph.global_bytes += bytes;
-    add_sectors(t, c, m.src, m.valid, 16);
+    add_sectors(t, c, m.src, m.valid, m.width);
     ++ph.ops[static_cast<int>(Op::CpAsync)];
   }
 }
@@ -1115,25 +1116,28 @@ void compute_mma(WarpSlot& s) {
   }
 }
 
-// True when [p, p+16) lies inside the block's shared memory and p is 16-byte aligned; else says why.
-bool check_smem16(const Worker& w, const void* p, std::string* why) {
+// True when [p, p+bytes) lies inside the block's shared memory and p is `bytes`-aligned; else says why.
+bool check_smem(const Worker& w, const void* p, unsigned bytes, std::string* why) {
   const auto base = reinterpret_cast<std::uintptr_t>(w.smem);
   const auto addr = reinterpret_cast<std::uintptr_t>(p);
   const long long off = static_cast<long long>(addr - base);
-  if (addr < base || addr - base + 16 > w.smem_bytes) {
+  if (addr < base || addr - base + bytes > w.smem_bytes) {
     if (off > -(1ll << 30) && off < (1ll << 30))
-      *why = fmt("offset %lld (+16 bytes) is outside the block's %zu-byte dynamic shared memory", off, w.smem_bytes);
+      *why = fmt("offset %lld (+%u bytes) is outside the block's %zu-byte dynamic shared memory", off, bytes,
+                 w.smem_bytes);
     else
       *why = fmt("address %p is not in the block's dynamic shared memory (%zu bytes at %p)", p, w.smem_bytes,
                  static_cast<void*>(w.smem));
     return false;
   }
-  if (addr % 16 != 0) {
-    *why = fmt("offset %lld is not 16-byte aligned", off);
+  if (addr % bytes != 0) {
+    *why = fmt("offset %lld is not %u-byte aligned", off, bytes);
     return false;
   }
   return true;
 }
+
+bool check_smem16(const Worker& w, const void* p, std::string* why) { return check_smem(w, p, 16, why); }
 
 inline std::uint16_t load_b16(const char* p) {
   std::uint16_t v;
@@ -1562,39 +1566,41 @@ void sync_block(const Site& site) {
   release(w.bar_waiting);
 }
 
-void cp_async_16(void* smem_dst, const void* gmem_src, bool valid, const Site& site) {
-  Fiber* f = current_fiber("cp_async_16");
+void cp_async(void* smem_dst, const void* gmem_src, unsigned bytes, bool valid, const Site& site) {
+  Fiber* f = current_fiber("cp_async");
   Worker& w = *f->worker;
   std::string why;
-  if (!check_smem16(w, smem_dst, &why)) {
-    fail(w, kMemoryError, fmt("cp_async_16 at %s in %s, %s: shared destination %s", site_str(site).c_str(),
+  const std::string op = fmt("cp_async_%u", bytes);
+  if (!check_smem(w, smem_dst, bytes, &why)) {
+    fail(w, kMemoryError, fmt("%s at %s in %s, %s: shared destination %s", op.c_str(), site_str(site).c_str(),
                               block_str(w).c_str(), thread_str(*f).c_str(), why.c_str()));
     abort_to_main(f);
   }
-  if (valid && (gmem_src == nullptr || reinterpret_cast<std::uintptr_t>(gmem_src) % 16 != 0)) {
+  if (valid && (gmem_src == nullptr || reinterpret_cast<std::uintptr_t>(gmem_src) % bytes != 0)) {
     fail(w, kMemoryError,
-         fmt("cp_async_16 at %s in %s, %s: global source %s", site_str(site).c_str(), block_str(w).c_str(),
+         fmt("%s at %s in %s, %s: global source %s", op.c_str(), site_str(site).c_str(), block_str(w).c_str(),
              thread_str(*f).c_str(),
-             gmem_src == nullptr ? "is a null pointer" : fmt("%p is not 16-byte aligned", gmem_src).c_str()));
+             gmem_src == nullptr ? "is a null pointer" : fmt("%p is not %u-byte aligned", gmem_src, bytes).c_str()));
     abort_to_main(f);
   }
+  CpCopy c{smem_dst, gmem_src, valid, static_cast<std::uint8_t>(bytes)};
   if (w.trace == nullptr) {
-    f->cp.push_back({smem_dst, gmem_src, valid});
+    f->cp.push_back(c);
     return;
   }
   Trace& t = *w.trace;
   const std::uint16_t id = intern_site(t, site);
   if (t.sanitize) {
     // A source outside every buffer is refused: the copy becomes a zero fill and a finding.
-    if (valid && !check_global(w, *f, id, gmem_src, 16, false, "cp_async_16 read")) valid = false;
+    if (valid && !check_global(w, *f, id, gmem_src, bytes, false, bytes == 16 ? "cp_async_16 read" : "cp_async_4 read")) valid = false;
     // The copy may land any time from now: check it against what other threads did so far.
-    shadow_access(w, access_now(t, *f, id), static_cast<std::size_t>(static_cast<char*>(smem_dst) - w.smem), 16,
-                  true, false, "cp_async_16 write");
+    shadow_access(w, access_now(t, *f, id), static_cast<std::size_t>(static_cast<char*>(smem_dst) - w.smem),
+                  bytes, true, false, bytes == 16 ? "cp_async_16 write" : "cp_async_4 write");
   }
   if (t.count)
-    record_lane(w, *f, id, 2, true, 16, reinterpret_cast<std::uint64_t>(smem_dst),
+    record_lane(w, *f, id, 2, true, bytes, reinterpret_cast<std::uint64_t>(smem_dst),
                 reinterpret_cast<std::uint64_t>(gmem_src), valid);
-  CpCopy c{smem_dst, gmem_src, valid};
+  c.valid = valid;
   c.issue_epoch1 = t.epoch + 1;
   c.issue_warp_epoch = t.warps[f->view.warp].epoch;
   c.site = id;
@@ -1614,13 +1620,13 @@ void trace_wait(Worker& w, Fiber& f, std::size_t last_group, bool completes) {
   Trace& t = *w.trace;
   if (!t.count) return;
   std::uint64_t in_flight = 0, completed = 0;
-  for (std::size_t i = f.cp_head; i < f.cp.size(); ++i) in_flight += f.cp[i].valid ? 16 : 0;
+  for (std::size_t i = f.cp_head; i < f.cp.size(); ++i) in_flight += f.cp[i].valid ? f.cp[i].bytes : 0;
   long long ahead = -1;
   if (completes) {
     std::size_t begin = f.cp_head;
     for (std::size_t g = f.cp_group_head; g <= last_group; ++g) {
       std::uint64_t bytes = 0;
-      for (std::size_t i = begin; i < f.cp_groups[g]; ++i) bytes += f.cp[i].valid ? 16 : 0;
+      for (std::size_t i = begin; i < f.cp_groups[g]; ++i) bytes += f.cp[i].valid ? f.cp[i].bytes : 0;
       if (f.cp_groups[g] > begin) begin = f.cp_groups[g];
       if (bytes == 0) continue;
       completed += bytes;
@@ -1642,8 +1648,8 @@ void trace_copy_lands(Worker& w, Fiber& f, const CpCopy& c) {
   AccessNow now = access_now(t, f, c.site);
   now.epoch_lo1 = c.issue_epoch1;
   now.warp_epoch_lo = c.issue_warp_epoch;
-  shadow_access(w, now, static_cast<std::size_t>(static_cast<char*>(c.dst) - w.smem), 16, true, true,
-                "cp_async_16 write");
+  shadow_access(w, now, static_cast<std::size_t>(static_cast<char*>(c.dst) - w.smem), c.bytes, true, true,
+                c.bytes == 16 ? "cp_async_16 write" : "cp_async_4 write");
 }
 
 }  // namespace
@@ -1659,9 +1665,9 @@ void cp_async_wait(int n, const Site&) {
       const CpCopy& c = f->cp[i];
       if (f->worker->trace != nullptr) trace_copy_lands(*f->worker, *f, c);
       if (c.valid)
-        std::memcpy(c.dst, c.src, 16);
+        std::memcpy(c.dst, c.src, c.bytes);
       else
-        std::memset(c.dst, 0, 16);
+        std::memset(c.dst, 0, c.bytes);
     }
     if (upto > f->cp_head) f->cp_head = upto;
     f->cp_group_head = last + 1;

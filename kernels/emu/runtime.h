@@ -179,7 +179,7 @@ void sync_cluster(const Site& site);
 // The address of `bytes` at p's offset in the shared memory of CTA `rank` of the caller's cluster, after
 // memcheck (rank, range, alignment, a CTA that has exited) and, in traced launches, racecheck and counting.
 const void* cluster_map(const void* p, unsigned rank, unsigned bytes, const Site& site);
-void cp_async_16(void* smem_dst, const void* gmem_src, bool valid, const Site& site);
+void cp_async(void* smem_dst, const void* gmem_src, unsigned bytes, bool valid, const Site& site);  // 4 or 16
 void cp_async_commit();
 void cp_async_wait(int n, const Site& site);
 void cp_async_wait_all(const Site& site);

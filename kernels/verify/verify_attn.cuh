@@ -83,7 +83,9 @@ struct alignas(8) Float2 {
 struct VerifyParams {
   const uint16_t* q;            // (T, H, 576) bf16
   const uint16_t* kv;           // (pool, 576) bf16
-  const int32_t* kv_slots;      // per request: prefix slots then draft slots
+  const uint16_t* kv_draft;     // (T, 576) bf16: the draft tokens' keys (k_extend, the same rows as the pool's
+                                // at their slots), read in place: no slot index in front of them
+  const int32_t* kv_slots;      // per request: prefix slots then draft slots (only the prefix's are read)
   const int32_t* kv_offsets;    // (bs + 1)
   const int32_t* q_offsets;     // (bs + 1)
   const uint32_t* mask_words;   // (T, mask_words_per_row): bit j of row t = draft column j visible
@@ -279,6 +281,7 @@ DDK_HOST_DEVICE bool cluster_units(int64_t c, int64_t units, int64_t ctas, int64
 // from shared memory (`staged`), staged there a tile ahead (fetch_slot): no global load waits in front of the
 // copies, and the pool's indices are read once a tile (4 or 5 sectors) instead of once per chunk. The first
 // tile, with nothing staged yet, reads them from global memory in front of its copies, while Q is in flight.
+// Draft keys need no index: they are the request's rows of kv_draft, so a tree tile's copies wait for nothing.
 DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, const int32_t* staged,
                           int first_key) {
   const int t = ddk::thread_idx_x(), rows_at_once = kGroupThreads * p.row_groups / kChunksPerRow;
@@ -288,7 +291,9 @@ DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, 
     const int key = first_key + j;
     const bool valid = key < g.keys;
     const uint16_t* src = p.kv;
-    if (valid) {
+    if (valid && key >= g.prefix) {
+      src = p.kv_draft + static_cast<int64_t>(g.q_base + (key - g.prefix)) * kDimQK + chunk * 8;
+    } else if (valid) {
       const int32_t slot =
           staged != nullptr ? ddk::ld_shared(staged + j) : ddk::ld_global(p.kv_slots + (g.key_base + key));
       src += static_cast<int64_t>(slot) * kDimQK + chunk * 8;
@@ -303,11 +308,11 @@ DDK_DEVICE int32_t* slot_buffer(char* smem, const VerifyParams& p, int tile_in_s
          (tile_in_segment % kStages) * kBlockN;
 }
 
-// Thread j < 32 fetches the slot index of key j of the tile at `first_key` (0 past the request's keys), and
-// stages it once it is needed.
+// Thread j < 32 fetches the slot index of key j of the tile at `first_key` (0 past the prefix: draft keys have
+// none to read), and stages it once it is needed.
 DDK_DEVICE int32_t fetch_slot(const VerifyParams& p, const Request& g, int first_key) {
   const int t = ddk::thread_idx_x(), key = first_key + t;
-  return t < kBlockN && key < g.keys ? ddk::ld_global(p.kv_slots + (g.key_base + key)) : 0;
+  return t < kBlockN && key < g.prefix ? ddk::ld_global(p.kv_slots + (g.key_base + key)) : 0;
 }
 
 DDK_DEVICE void stage_slot(int32_t* slots, int32_t slot) {
@@ -315,10 +320,11 @@ DDK_DEVICE void stage_slot(int32_t* slots, int32_t slot) {
   if (t < kBlockN) ddk::st_shared(slots + t, slot);
 }
 
-// The two mask words a tile's draft keys can fall in, for each of the CTA's rows, staged in shared memory:
-// loaded with the tile's keys, a tile ahead, so their latency hides behind the scores of the tile before, and
-// read from shared memory when the scores are masked. The words of key tile `tile` start at draft column
-// (tile * 32 - prefix) / 32; 0 where nothing is read.
+// The two mask words a tile's draft keys can fall in, for each of the CTA's rows, copied into shared memory
+// with the tile's keys (cp.async, in the same commit group: a tile ahead, so their latency hides behind the
+// scores of the tile before, and never a round trip of its own) and read from there when the scores are
+// masked. The words of key tile `tile` start at draft column (tile * 32 - prefix) / 32; 0 where nothing is
+// read. A tile of prefix keys copies none.
 DDK_HOST_DEVICE int mask_slot(int row, int word) { return row * 2 + word; }  // u32 index in the mask words
 // Two buffers of them, for alternate tiles: the next tile's are staged while this one's are read.
 DDK_DEVICE int mask_buffer(const VerifyParams& p, int tile_in_segment) {
@@ -332,20 +338,15 @@ DDK_DEVICE int first_mask_word(const Request& g, int tile) {
   return tile * kBlockN > g.prefix ? (tile * kBlockN - g.prefix) / 32 : 0;
 }
 
-DDK_DEVICE uint32_t fetch_mask_word(const VerifyParams& p, const Request& g, int row0, int tile) {
+DDK_DEVICE void load_mask_words(const VerifyParams& p, const Request& g, uint32_t* mask_words, int row0, int tile) {
   const int t = ddk::thread_idx_x();
+  if (tile * kBlockN + kBlockN <= g.prefix || t >= 2 * kGroupRows * p.row_groups) return;
   const int r = row0 + t / 2, word = first_mask_word(g, tile) + t % 2;
   const int last_key = tile * kBlockN + kBlockN < g.keys ? tile * kBlockN + kBlockN - 1 : g.keys - 1;
-  const bool read = t < 2 * kGroupRows * p.row_groups && r < g.rows && last_key >= g.prefix &&
-                    word <= (last_key - g.prefix) / 32;
-  return read ? ddk::ld_global(p.mask_words + (static_cast<int64_t>(g.q_base + r / p.heads) * p.mask_words_per_row +
-                                               word))
-              : 0u;
-}
-
-DDK_DEVICE void stage_mask_word(const VerifyParams& p, uint32_t* mask_words, uint32_t word) {
-  const int t = ddk::thread_idx_x();
-  if (t < 2 * kGroupRows * p.row_groups) ddk::st_shared(mask_words + mask_slot(t / 2, t % 2), word);
+  const bool read = r < g.rows && last_key >= g.prefix && word <= (last_key - g.prefix) / 32;
+  const uint32_t* src =
+      p.mask_words + (read ? static_cast<int64_t>(g.q_base + r / p.heads) * p.mask_words_per_row + word : 0);
+  ddk::cp_async_4(mask_words + mask_slot(t / 2, t % 2), src, read);
 }
 
 // A part's row quarter is stored as fp16 divided by a power of two that brings its largest finite |value|
@@ -490,7 +491,8 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
 
   // Q (staged in stage 1 and the partial-S buffer), the first KV tile (stage 0), its mask words and the second
   // tile's slot indices are in flight together (a short launch is a chain of round trips), the copies under one
-  // wait; each warp then keeps its 16 rows x 144 dims of Q in registers.
+  // wait; each warp then keeps its 16 rows x 144 dims of Q in registers. Where the first tile holds draft keys
+  // only (no prefix), nothing waits for an index: the offsets are the launch's one round trip before it.
   for (int i = ddk::thread_idx_x(); i < block_m * kChunksPerRow; i += threads) {
     const int m = i / kChunksPerRow, chunk = i % kChunksPerRow;
     const int r = row0 + m;
@@ -500,10 +502,9 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     ddk::cp_async_16(smem + (kStageBytes + smem_offset(m, chunk)), src, valid);
   }
   load_tile(smem, p, g, nullptr, tile_begin * kBlockN);
+  load_mask_words(p, g, mask_words + mask_buffer(p, 0), row0, tile_begin);
   ddk::cp_async_commit();
-  const uint32_t first_words = fetch_mask_word(p, g, row0, tile_begin);
   const int32_t second_slot = tile_begin + 1 < tile_end ? fetch_slot(p, g, (tile_begin + 1) * kBlockN) : 0;
-  stage_mask_word(p, mask_words, first_words);
   stage_slot(slot_buffer(smem, p, 1), second_slot);
   ddk::cp_async_wait<0>();
   ddk::sync_block();
@@ -526,10 +527,11 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     const int it = tile - tile_begin;
     char* stage = smem + (it % kStages) * kStageBytes;
     const bool more = tile + 1 < tile_end;
-    if (more)
+    if (more) {
       load_tile(smem + ((it + 1) % kStages) * kStageBytes, p, g, slot_buffer(smem, p, it + 1), (tile + 1) * kBlockN);
+      load_mask_words(p, g, mask_words + mask_buffer(p, it + 1), row0, tile + 1);  // the buffers the last tile read
+    }
     ddk::cp_async_commit();
-    const uint32_t next_words = more ? fetch_mask_word(p, g, row0, tile + 1) : 0u;
     const int32_t later_slot = tile + 2 < tile_end ? fetch_slot(p, g, (tile + 2) * kBlockN) : 0;
 
     // Partial S over this warp's 144 dims, 16 keys (two n8 tiles) at a time, each pair stored before the next
@@ -552,7 +554,6 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
           ddk::st_shared(mine + partial_at(lr + 8 * h, (2 * pair + half) * 8 + 2 * lc) / 2,
                          Float2{acc[half][2 * h], acc[half][2 * h + 1]});
     }
-    stage_mask_word(p, mask_words + mask_buffer(p, it + 1), next_words);  // the buffers the last tile read
     stage_slot(slot_buffer(smem, p, it + 2), later_slot);
     ddk::sync_block();
 

@@ -82,7 +82,8 @@ int64_t max_active_clusters(int64_t cluster, int64_t row_groups) {
   return clusters;
 }
 
-void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slots, const at::Tensor& kv_offsets,
+void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_draft, const at::Tensor& kv_slots,
+            const at::Tensor& kv_offsets,
             const at::Tensor& q_offsets, const at::Tensor& mask_words, at::Tensor& out,
             const c10::optional<at::Tensor>& lse, at::Tensor& ws_o, at::Tensor& ws_lse, at::Tensor& ws_scale,
             const c10::optional<at::Tensor>& arrivals, double sm_scale,
@@ -92,6 +93,7 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
   const at::Device device = q.device();
   check(q, "q", at::kBFloat16, device);
   check(kv, "kv", at::kBFloat16, device);
+  check(kv_draft, "kv_draft", at::kBFloat16, device);
   check(kv_slots, "kv_slots", at::kInt, device);
   check(kv_offsets, "kv_offsets", at::kInt, device);
   check(q_offsets, "q_offsets", at::kInt, device);
@@ -99,6 +101,8 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
   check(out, "out", at::kBFloat16, device);
   TORCH_CHECK(q.dim() == 3 && q.size(2) == ddk_verify::kDimQK, "q must be (T, H, 576)");
   TORCH_CHECK(kv.dim() == 2 && kv.size(1) == ddk_verify::kDimQK, "kv must be (pool, 576)");
+  TORCH_CHECK(kv_draft.dim() == 2 && kv_draft.size(0) == q.size(0) && kv_draft.size(1) == ddk_verify::kDimQK,
+              "kv_draft must be (T, 576) like q's tokens");
   TORCH_CHECK(out.dim() == 3 && out.size(0) == q.size(0) && out.size(1) == q.size(1) &&
                   out.size(2) == ddk_verify::kDimV,
               "out must be (T, H, 512) like q");
@@ -118,6 +122,7 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
   const int64_t block_m = ddk_verify::kGroupRows * row_groups;
   check_aligned(q, "q", 16);
   check_aligned(kv, "kv", 16);
+  check_aligned(kv_draft, "kv_draft", 16);
   check_aligned(out, "out", 4);
   if (lse.has_value()) {
     check(*lse, "lse", at::kFloat, device);
@@ -152,6 +157,7 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_slot
   ddk_verify::VerifyParams p{};
   p.q = reinterpret_cast<const uint16_t*>(q.data_ptr());
   p.kv = reinterpret_cast<const uint16_t*>(kv.data_ptr());
+  p.kv_draft = reinterpret_cast<const uint16_t*>(kv_draft.data_ptr());
   p.kv_slots = kv_slots.data_ptr<int32_t>();
   p.kv_offsets = kv_offsets.data_ptr<int32_t>();
   p.q_offsets = q_offsets.data_ptr<int32_t>();

@@ -22,7 +22,7 @@
 //   transpose with .trans).
 //
 // Global and shared memory: kernel code reads and writes both only through ld_global / st_global /
-// ld_shared / st_shared (and cp_async_16, ldmatrix_*, ld_cluster, st_generic, ld_global_cg,
+// ld_shared / st_shared (and cp_async_16, cp_async_4, ldmatrix_*, ld_cluster, st_generic, ld_global_cg,
 // atomic_add_global), so the emulation sees every access.
 //
 // API (namespace ddk). In the emulation the collectives and barriers take a trailing defaulted
@@ -273,7 +273,12 @@ DDK_DEVICE void ldmatrix_x2_trans(std::uint32_t (&r)[2], const void* smem_row_pt
 // cp.async.cg.shared.global, 16 bytes; when !valid the 16 bytes are zero-filled and gmem_src is not
 // read. The copy is queued and happens when a later wait releases its commit group.
 DDK_DEVICE void cp_async_16(void* smem_dst, const void* gmem_src, bool valid, Site site = Site::current()) {
-  emu::detail::cp_async_16(smem_dst, gmem_src, valid, site);
+  emu::detail::cp_async(smem_dst, gmem_src, 16, valid, site);
+}
+
+// cp.async.ca.shared.global, 4 bytes (both addresses 4-byte aligned), likewise: in the same commit groups.
+DDK_DEVICE void cp_async_4(void* smem_dst, const void* gmem_src, bool valid, Site site = Site::current()) {
+  emu::detail::cp_async(smem_dst, gmem_src, 4, valid, site);
 }
 
 DDK_DEVICE void cp_async_commit() { emu::detail::cp_async_commit(); }
@@ -463,6 +468,13 @@ DDK_DEVICE void ldmatrix_x2_trans(std::uint32_t (&r)[2], const void* smem_row_pt
 DDK_DEVICE void cp_async_16(void* smem_dst, const void* gmem_src, bool valid) {
   const int src_size = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem_dst)), "l"(gmem_src),
+               "r"(src_size)
+               : "memory");
+}
+
+DDK_DEVICE void cp_async_4(void* smem_dst, const void* gmem_src, bool valid) {
+  const int src_size = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(smem_dst)), "l"(gmem_src),
                "r"(src_size)
                : "memory");
 }
