@@ -588,11 +588,12 @@ def test_the_hardware_backends_launch_is_the_extension_call_alone(monkeypatch):
         assert launch() is x.o_extend
     assert counted == {"properties": 1, "marshal": 1} and len(calls) == 3
     arguments = calls[0]
-    assert arguments[6] is x.o_extend and arguments[7] is lse
-    assert arguments[8].shape[0] == 8 and arguments[10].shape == (8, 32, 4)  # two parts per CTA, in prepare
-    assert arguments[11] is None  # no clusters, so no final merge: no arrival counters, the combine runs
-    assert arguments[13] == 4  # the CTAs
-    assert arguments[17] == 1  # forced CTAs: no clusters
+    assert arguments[2] is not None and arguments[2].data_ptr() == x.k_extend.data_ptr()  # drafts in place
+    assert arguments[7] is x.o_extend and arguments[8] is lse
+    assert arguments[9].shape[0] == 8 and arguments[11].shape == (8, 32, 4)  # two parts per CTA, in prepare
+    assert arguments[12] is None  # no clusters, so no final merge: no arrival counters, the combine runs
+    assert arguments[14] == 4  # the CTAs
+    assert arguments[18] == 1  # forced CTAs: no clusters
     assert all(a is b for a, b in zip(calls[0], calls[2], strict=True))  # the very same tensors each launch
 
 

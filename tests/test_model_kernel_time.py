@@ -109,6 +109,27 @@ def test_a_cp_async_pipeline_hides_its_round_trips_behind_compute():
     assert serial.schedule_us == pytest.approx(piped.schedule_us + 3 * GPU.dram_latency_us)
 
 
+def test_each_cta_shape_keeps_its_own_bytes_in_flight():
+    """A full CTA's prologue brings its 48 KB in one round trip even where the launch's small CTAs keep less
+    in flight: the kernel's mean would have cut it into two."""
+    def shape(count, nbytes):
+        waits = [{"bytes_in_flight": nbytes, "bytes_completed": nbytes, "phases_ahead": 0, "late": True}]
+        phases = [phase(global_bytes=nbytes), phase(mma=10)]
+        return {"count": count, "example_cta": [0, 0, 0], "phases": phases, "global_bytes": nbytes,
+                "cp_async_waits": waits}  # fmt: skip
+
+    doc = kernel(3, [], in_flight=[48_000, 48_000, 16_000])
+    doc["cta_shapes"] = [shape(2, 48_000), shape(1, 16_000)]
+    k = launch(doc).kernels[0]
+    trip = GPU.dram_latency_us
+    assert k.slowest_cta_us == pytest.approx(2 * trip)  # its round trip and the pipe's fill
+    doc["cta_shapes"][0].pop("cp_async_waits")  # no waits of its own: the kernel's mean, 37,333 B
+    assert launch(doc).kernels[0].slowest_cta_us == pytest.approx(3 * trip)
+    doc["cta_shapes"][0]["cp_async_waits"] = "none"
+    with pytest.raises(InputError, match=r"cta_shapes\[0\].cp_async_waits"):
+        launch(doc)
+
+
 def test_the_final_merge_waits_for_its_own_loads_after_the_pipeline():
     """From a CTA's first global atomic on (its arrival at a row tile, then the merge where it arrives last)
     nothing is hidden behind the pipeline: each phase pays its own round trips (plain loads, the window of

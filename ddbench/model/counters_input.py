@@ -33,6 +33,9 @@ class CtaShape:
     count: int
     phases: tuple[Phase, ...]
     global_bytes: int
+    # The mean bytes these CTAs had in flight at their cp.async waits (those with any), or None: the shape
+    # lists no waits (a derived document, or one from before per-shape waits) and the kernel's figure serves.
+    bytes_in_flight: float | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,17 @@ def _phase(doc: Any, path: str) -> Phase:
     return Phase(*(_count(doc, f, path) for f in PHASE_FIELDS), cluster_bytes, syncs > 0, atomics)
 
 
+def _shape_in_flight(shape: Any, path: str) -> float | None:
+    waits = shape.get("cp_async_waits") if isinstance(shape, Mapping) else None
+    if waits is None:
+        return None
+    if isinstance(waits, (str, bytes)) or not isinstance(waits, Sequence):
+        raise InputError("must be a list of waits", path=f"{path}.cp_async_waits")
+    flights = [_count(w, "bytes_in_flight", f"{path}.cp_async_waits[{i}]") for i, w in enumerate(waits)]
+    flights = [b for b in flights if b > 0]
+    return sum(flights) / len(flights) if flights else None
+
+
 def parse_kernel(doc: Any, path: str) -> KernelCounters:
     totals = _get(doc, "totals", path, Mapping)
     tpath = f"{path}.totals"
@@ -120,7 +134,14 @@ def parse_kernel(doc: Any, path: str) -> KernelCounters:
         spath = f"{path}.cta_shapes[{i}]"
         phases_doc = _get(shape, "phases", spath, Sequence)
         phases = tuple(_phase(p, f"{spath}.phases[{j}]") for j, p in enumerate(phases_doc))
-        shapes.append(CtaShape(_count(shape, "count", spath), phases, _count(shape, "global_bytes", spath)))
+        shapes.append(
+            CtaShape(
+                _count(shape, "count", spath),
+                phases,
+                _count(shape, "global_bytes", spath),
+                _shape_in_flight(shape, spath),
+            )
+        )
     kernel = KernelCounters(
         name=_get(doc, "name", path, str),
         threads_per_cta=_count(doc, "threads_per_cta", path),

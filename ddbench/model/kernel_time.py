@@ -224,7 +224,10 @@ def model_kernel(kernel: KernelCounters, gpu: GpuSpec, registers: int | None) ->
     )
     latency_cycles = gpu.us_to_cycles(latency_us)
     sync_in = kernel.threads_per_cta * SYNC_BYTES_IN_FLIGHT_PER_THREAD
-    ctas = [_cta_time(s, gpu, sharing, latency_cycles, in_flight, pipelined, sync_in) for s in kernel.shapes]
+    ctas = [
+        _cta_time(s, gpu, sharing, latency_cycles, s.bytes_in_flight or in_flight, pipelined, sync_in)
+        for s in kernel.shapes
+    ]
     slots = gpu.sms * occ.ctas_per_sm
     makespan = schedule_cycles(ctas, slots)
     schedule_us = gpu.cycles_to_us(makespan)
