@@ -33,8 +33,8 @@ class CtaShape:
     count: int
     phases: tuple[Phase, ...]
     global_bytes: int
-    # The mean bytes these CTAs had in flight at their cp.async waits (those with any), or None: the shape
-    # lists no waits (a derived document, or one from before per-shape waits) and the kernel's figure serves.
+    # The most bytes these CTAs had in flight at one cp.async wait (what their pipeline holds), or None: the
+    # shape lists no waits (a derived document, or one from before per-shape waits) and the kernel's serves.
     bytes_in_flight: float | None = None
 
 
@@ -111,8 +111,7 @@ def _shape_in_flight(shape: Any, path: str) -> float | None:
     if isinstance(waits, (str, bytes)) or not isinstance(waits, Sequence):
         raise InputError("must be a list of waits", path=f"{path}.cp_async_waits")
     flights = [_count(w, "bytes_in_flight", f"{path}.cp_async_waits[{i}]") for i, w in enumerate(waits)]
-    flights = [b for b in flights if b > 0]
-    return sum(flights) / len(flights) if flights else None
+    return max(flights) if any(flights) else None
 
 
 def parse_kernel(doc: Any, path: str) -> KernelCounters:
