@@ -112,6 +112,7 @@ def test_a_cp_async_pipeline_hides_its_round_trips_behind_compute():
 def test_each_cta_shape_keeps_its_own_bytes_in_flight():
     """A full CTA's prologue brings its 48 KB in one round trip even where the launch's small CTAs keep less
     in flight: the kernel's mean would have cut it into two."""
+
     def shape(count, nbytes):
         waits = [{"bytes_in_flight": nbytes, "bytes_completed": nbytes, "phases_ahead": 0, "late": True}]
         phases = [phase(global_bytes=nbytes), phase(mma=10)]

@@ -1580,7 +1580,8 @@ void cp_async(void* smem_dst, const void* gmem_src, unsigned bytes, bool valid, 
     fail(w, kMemoryError,
          fmt("%s at %s in %s, %s: global source %s", op.c_str(), site_str(site).c_str(), block_str(w).c_str(),
              thread_str(*f).c_str(),
-             gmem_src == nullptr ? "is a null pointer" : fmt("%p is not %u-byte aligned", gmem_src, bytes).c_str()));
+             gmem_src == nullptr ? "is a null pointer"
+                                 : fmt("%p is not %u-byte aligned", gmem_src, bytes).c_str()));
     abort_to_main(f);
   }
   CpCopy c{smem_dst, gmem_src, valid, static_cast<std::uint8_t>(bytes)};
@@ -1592,7 +1593,8 @@ void cp_async(void* smem_dst, const void* gmem_src, unsigned bytes, bool valid, 
   const std::uint16_t id = intern_site(t, site);
   if (t.sanitize) {
     // A source outside every buffer is refused: the copy becomes a zero fill and a finding.
-    if (valid && !check_global(w, *f, id, gmem_src, bytes, false, bytes == 16 ? "cp_async_16 read" : "cp_async_4 read")) valid = false;
+    const char* read = bytes == 16 ? "cp_async_16 read" : "cp_async_4 read";
+    if (valid && !check_global(w, *f, id, gmem_src, bytes, false, read)) valid = false;
     // The copy may land any time from now: check it against what other threads did so far.
     shadow_access(w, access_now(t, *f, id), static_cast<std::size_t>(static_cast<char*>(smem_dst) - w.smem),
                   bytes, true, false, bytes == 16 ? "cp_async_16 write" : "cp_async_4 write");

@@ -338,7 +338,8 @@ DDK_DEVICE int first_mask_word(const Request& g, int tile) {
   return tile * kBlockN > g.prefix ? (tile * kBlockN - g.prefix) / 32 : 0;
 }
 
-DDK_DEVICE void load_mask_words(const VerifyParams& p, const Request& g, uint32_t* mask_words, int row0, int tile) {
+DDK_DEVICE void load_mask_words(const VerifyParams& p, const Request& g, uint32_t* mask_words, int row0,
+                                int tile) {
   const int t = ddk::thread_idx_x();
   if (tile * kBlockN + kBlockN <= g.prefix || t >= 2 * kGroupRows * p.row_groups) return;
   const int r = row0 + t / 2, word = first_mask_word(g, tile) + t % 2;
@@ -529,7 +530,8 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     const bool more = tile + 1 < tile_end;
     if (more) {
       load_tile(smem + ((it + 1) % kStages) * kStageBytes, p, g, slot_buffer(smem, p, it + 1), (tile + 1) * kBlockN);
-      load_mask_words(p, g, mask_words + mask_buffer(p, it + 1), row0, tile + 1);  // the buffers the last tile read
+      // into the buffers the last tile read
+      load_mask_words(p, g, mask_words + mask_buffer(p, it + 1), row0, tile + 1);
     }
     ddk::cp_async_commit();
     const int32_t later_slot = tile + 2 < tile_end ? fetch_slot(p, g, (tile + 2) * kBlockN) : 0;
