@@ -21,6 +21,7 @@ from emu_traced import (
 
 from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.errors import InputError
+from ddbench.explain.mutants import get_mutant
 from ddbench.inputs import generate_inputs
 from ddbench.kernel.counters import load_counters, parse_counters
 from ddbench.kernel.footprint import verify_unique_sectors
@@ -413,6 +414,14 @@ def test_the_verify_footprint_from_addresses_is_the_counted_one(fields, plan):
         counted = backend.run_traced(x, lse, counters=True).counters.kernel("verify")
         derived = verify_unique_sectors(backend.marshaled_launch(x), lse)
         assert derived == counted.totals.global_.unique_sectors, (plan, lse is None)
+
+
+def test_the_footprint_follows_a_key_list_shorter_than_the_drafts():
+    """A mutant's list of prefix slots only (5 keys for 40 drafts): the kernel reads the last 5 draft rows."""
+    x = generate_inputs(small_case(prefix=5, tree={"kind": "chain", "length": 40}))
+    backend = get_mutant("mutant-emu:draft-missing")
+    counted = backend.run_traced(x, counters=True).counters.kernel("verify")
+    assert verify_unique_sectors(backend.marshaled_launch(x)) == counted.totals.global_.unique_sectors
 
 
 # -------------------------------------------------------------------------------- the typed reader --

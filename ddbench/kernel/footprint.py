@@ -53,7 +53,12 @@ def verify_unique_sectors(launch: PreparedLaunch, lse: torch.Tensor | None = Non
         pieces.append((torch.tensor([t.data_ptr()]), torch.tensor([t.numel() * t.element_size()])))
 
     whole(k.q)
-    whole(k.kv_draft)  # every draft key, read in place
+    draft_row = k.kv_draft.shape[-1] * k.kv_draft.element_size()
+    for r, g in enumerate(requests):  # the draft keys, read in place (where keys < q_len, only the last ones)
+        if g.units:
+            first = q_offsets[r] + max(0, -g.prefix)
+            start, length = k.kv_draft.data_ptr() + first * draft_row, (q_offsets[r + 1] - first) * draft_row
+            pieces.append((torch.tensor([start]), torch.tensor([length])))
     whole(k.kv_offsets)
     whole(k.q_offsets)
     prefixes = [max(g.prefix, 0) for g in requests]

@@ -91,7 +91,7 @@ def marshal(x: VerifyInputs) -> KernelInputs:
     return KernelInputs(
         q=x.q_extend,
         kv=x.k_buffer.view(x.k_buffer.shape[0], x.k_buffer.shape[-1]),
-        kv_draft=x.k_extend.reshape(x.k_extend.shape[0], x.k_extend.shape[-1]),
+        kv_draft=x.k_extend.select(1, 0),  # a view, never a copy: the launch reads k_extend itself
         kv_slots=kv_slots,
         kv_offsets=kv_offsets,
         q_offsets=x.qo_indptr.to(torch.int32),
