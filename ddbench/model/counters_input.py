@@ -34,7 +34,8 @@ class CtaShape:
     phases: tuple[Phase, ...]
     global_bytes: int
     # The most bytes these CTAs had in flight at one cp.async wait (what their pipeline holds), or None: the
-    # shape lists no waits (a derived document, or one from before per-shape waits) and the kernel's serves.
+    # shape lists no wait with bytes in flight (a derived document, one from before per-shape waits, or CTAs
+    # without copies), and the kernel's figure serves.
     bytes_in_flight: float | None = None
 
 
