@@ -1566,19 +1566,30 @@ void sync_block(const Site& site) {
   release(w.bar_waiting);
 }
 
+namespace {
+
+// What a cp.async of `bytes` is called in findings: "cp_async_16" or "cp_async_4", and its two accesses.
+const char* cp_name(unsigned bytes) { return bytes == 16 ? "cp_async_16" : "cp_async_4"; }
+const char* cp_access(unsigned bytes, bool write) {
+  if (bytes == 16) return write ? "cp_async_16 write" : "cp_async_16 read";
+  return write ? "cp_async_4 write" : "cp_async_4 read";
+}
+
+}  // namespace
+
 void cp_async(void* smem_dst, const void* gmem_src, unsigned bytes, bool valid, const Site& site) {
   Fiber* f = current_fiber("cp_async");
   Worker& w = *f->worker;
   std::string why;
-  const std::string op = fmt("cp_async_%u", bytes);
+  const char* op = cp_name(bytes);
   if (!check_smem(w, smem_dst, bytes, &why)) {
-    fail(w, kMemoryError, fmt("%s at %s in %s, %s: shared destination %s", op.c_str(), site_str(site).c_str(),
+    fail(w, kMemoryError, fmt("%s at %s in %s, %s: shared destination %s", op, site_str(site).c_str(),
                               block_str(w).c_str(), thread_str(*f).c_str(), why.c_str()));
     abort_to_main(f);
   }
   if (valid && (gmem_src == nullptr || reinterpret_cast<std::uintptr_t>(gmem_src) % bytes != 0)) {
     fail(w, kMemoryError,
-         fmt("%s at %s in %s, %s: global source %s", op.c_str(), site_str(site).c_str(), block_str(w).c_str(),
+         fmt("%s at %s in %s, %s: global source %s", op, site_str(site).c_str(), block_str(w).c_str(),
              thread_str(*f).c_str(),
              gmem_src == nullptr ? "is a null pointer"
                                  : fmt("%p is not %u-byte aligned", gmem_src, bytes).c_str()));
@@ -1593,11 +1604,10 @@ void cp_async(void* smem_dst, const void* gmem_src, unsigned bytes, bool valid, 
   const std::uint16_t id = intern_site(t, site);
   if (t.sanitize) {
     // A source outside every buffer is refused: the copy becomes a zero fill and a finding.
-    const char* read = bytes == 16 ? "cp_async_16 read" : "cp_async_4 read";
-    if (valid && !check_global(w, *f, id, gmem_src, bytes, false, read)) valid = false;
+    if (valid && !check_global(w, *f, id, gmem_src, bytes, false, cp_access(bytes, false))) valid = false;
     // The copy may land any time from now: check it against what other threads did so far.
     shadow_access(w, access_now(t, *f, id), static_cast<std::size_t>(static_cast<char*>(smem_dst) - w.smem),
-                  bytes, true, false, bytes == 16 ? "cp_async_16 write" : "cp_async_4 write");
+                  bytes, true, false, cp_access(bytes, true));
   }
   if (t.count)
     record_lane(w, *f, id, 2, true, bytes, reinterpret_cast<std::uint64_t>(smem_dst),
@@ -1651,7 +1661,7 @@ void trace_copy_lands(Worker& w, Fiber& f, const CpCopy& c) {
   now.epoch_lo1 = c.issue_epoch1;
   now.warp_epoch_lo = c.issue_warp_epoch;
   shadow_access(w, now, static_cast<std::size_t>(static_cast<char*>(c.dst) - w.smem), c.bytes, true, true,
-                c.bytes == 16 ? "cp_async_16 write" : "cp_async_4 write");
+                cp_access(c.bytes, true));
 }
 
 }  // namespace

@@ -344,7 +344,7 @@ DDK_DEVICE void load_mask_words(const VerifyParams& p, const Request& g, uint32_
   if (tile * kBlockN + kBlockN <= g.prefix || t >= 2 * kGroupRows * p.row_groups) return;
   const int r = row0 + t / 2, word = first_mask_word(g, tile) + t % 2;
   const int last_key = tile * kBlockN + kBlockN < g.keys ? tile * kBlockN + kBlockN - 1 : g.keys - 1;
-  const bool read = r < g.rows && last_key >= g.prefix && word <= (last_key - g.prefix) / 32;
+  const bool read = r < g.rows && word <= (last_key - g.prefix) / 32;  // past the prefix: last_key >= prefix
   const uint32_t* src =
       p.mask_words + (read ? static_cast<int64_t>(g.q_base + r / p.heads) * p.mask_words_per_row + word : 0);
   ddk::cp_async_4(mask_words + mask_slot(t / 2, t % 2), src, read);
