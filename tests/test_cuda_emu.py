@@ -683,9 +683,11 @@ def test_a_cluster_covering_its_row_tile_writes_what_the_combine_would(fp64):
 
 @pytest.mark.parametrize(("ctas", "cluster", "row_groups"), [(30, 5, 2), (12, 2, 3), (16, 8, 3), (40, 4, 2)])
 def test_clusters_merge_where_their_units_lie_in_one_row_tile(long_prefix, fp64, ctas, cluster, row_groups):
-    """A ragged batch's ranges fall inside one row tile only in places: those clusters merge (two cluster
-    barriers in each of their CTAs), the others write their parts as without clusters, exactly where the
-    host's mirror says; either way the output is fp64's, the sanitizer is clean, workers change nothing."""
+    """A ragged batch's ranges fall inside one row tile only in places: those clusters merge (each CTA reads
+    its rows of every part over distributed shared memory), the others write their parts as without clusters
+    and read only each other's part tails (to arrive for them rank by rank), exactly where the host's mirror
+    says; either way two cluster barriers a CTA, the output is fp64's, the sanitizer is clean, workers change
+    nothing."""
     x = long_prefix
     backend = CudaEmuBackend(ctas=ctas, cluster=cluster, row_groups=row_groups)
     launch = backend.marshaled_launch(x)
@@ -695,7 +697,10 @@ def test_clusters_merge_where_their_units_lie_in_one_row_tile(long_prefix, fp64,
     run = backend.run_traced(x, counters=True, sanitize=True)
     assert run.sanitizer.clean, run.sanitizer.summary()
     verify = run.counters.kernel("verify")
-    assert [s.cluster_barriers == 2 for s in verify.cta_shapes] == expected
+    assert {s.cluster_barriers for s in verify.cta_shapes} == {2}
+    tails = 2 * cluster * (16 + 8) + cluster * 4  # every CTA's two part places and rows, and its parts word
+    assert [s.cluster_bytes > tails for s in verify.cta_shapes] == expected
+    assert all(0 < s.cluster_bytes <= tails for s, merges in zip(verify.cta_shapes, expected) if not merges)
     assert any(expected) == (cluster != 8)  # clusters of 8 CTAs here always straddle two row tiles
     out = run.out.clone()
     f = parity_figures(out, fp64.run(x))

@@ -14,7 +14,14 @@ import torch
 from ddbench.backends.cuda_emu import CudaEmuBackend, KernelEmulationError
 from ddbench.inputs import generate_inputs
 from ddbench.kernel.plan import plan_launch
-from ddbench.kernel.work_split import cta_arrivals, last_arrivals, parts_of_row_tile, request_extents
+from ddbench.kernel.work_split import (
+    MERGE_NONE,
+    cta_arrivals,
+    cta_merges,
+    last_arrivals,
+    parts_of_row_tile,
+    request_extents,
+)
 from ddbench.suite import parse_suite
 
 
@@ -26,7 +33,7 @@ def case_of(**fields):
 
 RAGGED = {"batch_size": 3, "prefix": [700, 0, 2100], "tree": {"kind": "ddtree", "budget": 8}}
 SHAPES = [
-    (RAGGED, {"ctas": 24, "cluster": 8}),  # clusters straddling row tiles next to merging ones
+    (RAGGED, {"ctas": 24, "cluster": 8}),  # every cluster straddles row tiles
     (RAGGED, {"ctas": 16, "cluster": 2}),
     (RAGGED, {"ctas": 12, "cluster": 1}),  # no clusters: one CTA merges each row tile whole
     ({"prefix": 37, "tree": {"kind": "chain", "length": 1}}, {"ctas": 12, "cluster": 1}),  # empty ranges
@@ -100,3 +107,32 @@ def test_each_lane_is_merged_by_its_last_arrival():
     assert {a[0].expected for a in arrivals} == {len(parts_of_row_tile(plan, requests, 0, 0))} == {10}
     assert sorted(set(last_arrivals(arrivals).values())) == [*range(72, 80), *range(152, 160)]
     assert plan_launch(1, 8, 9, 32777, dram_pace=20.21, final_merge=False).combines
+
+
+def test_a_straddling_clusters_ranks_share_the_merge():
+    """Clusters that straddle row tiles (a ragged batch: the plan sees shapes, not lengths) write their parts
+    whole; rank j of each arrives for all of them at lane j, so the ranks of a row tile's last cluster merge
+    it between them, rows j, j + 8, ... each, where before its last CTA merged every row alone. The CTAs
+    that read parts back in the emulation are those the host's mirror names, one per lane."""
+    x = generate_inputs(case_of(**RAGGED))
+    backend = CudaEmuBackend(ctas=24, cluster=8, workers=1)
+    launch = backend.marshaled_launch(x)
+    k = launch.kernel
+    requests = request_extents(k.heads, k.kv_offsets.tolist(), k.q_offsets.tolist(), launch.plan.block_m)
+    assert set(cta_merges(launch.plan, requests)) == {MERGE_NONE}  # every cluster of 8 straddles here
+    arrivals = cta_arrivals(launch.plan, requests)
+    last = last_arrivals(arrivals)
+    by_row_tile: dict[int, set[int]] = {}
+    for counter, cta in last.items():
+        by_row_tile.setdefault(counter - counter % 8, set()).add(cta)
+    assert by_row_tile and all(len(ctas) == 8 for ctas in by_row_tile.values())  # 8 ranks a row tile
+    assert any(a.parts > 1 for mine in arrivals for a in mine)
+    run = backend.run_traced(x, counters=True, sanitize=True)
+    assert run.sanitizer.clean, run.sanitizer.summary()
+    read_back = set()
+    for cta, shape in enumerate(run.counters.kernel("verify").cta_shapes):
+        atomics = [i for i, ph in enumerate(shape.phases) if ph.instructions.get("atom_global", 0)]
+        # after its first arrival, more than another arrival's 4-byte atomic: parts read back
+        if atomics and any(ph.global_bytes > 64 for ph in shape.phases[atomics[0] + 1 :]):
+            read_back.add(cta)
+    assert read_back == set(last.values())

@@ -259,7 +259,7 @@ class CudaEmuBackend:
 
     @staticmethod
     def _seed_arrivals(launch: PreparedLaunch, subset: tuple[int, ...]) -> None:
-        """Counters one arrival short where a sampled CTA arrives last in a full run: it merges there, as that
+        """Counters short of a sampled CTA's parts where it arrives last in a full run: it merges there, as that
         CTA would (its shape says so), over the prefilled workspace."""
         if launch.arrivals is None:
             return
@@ -273,8 +273,8 @@ class CudaEmuBackend:
                 for lane in a.lanes:
                     counter = a.counter + lane
                     if last[counter] == cta:
-                        launch.arrivals[counter] = a.expected - 1 - seen.get(counter, 0)
-                    seen[counter] = seen.get(counter, 0) + 1
+                        launch.arrivals[counter] = a.expected - a.parts - seen.get(counter, 0)
+                    seen[counter] = seen.get(counter, 0) + a.parts
 
     @staticmethod
     def _buffers(launch: PreparedLaunch, lse: torch.Tensor | None) -> list[torch.Tensor | None]:

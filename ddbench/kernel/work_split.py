@@ -164,38 +164,63 @@ def cta_segments(plan: LaunchPlan, requests: list[RequestExtent]) -> Iterator[li
 
 @dataclass(frozen=True)
 class Arrival:
-    """One CTA's arrival at a split row tile under the final merge (the kernel's arrive_at_row_tile)."""
+    """One arrival at a split row tile under the final merge (the kernel's arrive_at_row_tile)."""
 
     counter: int  # the row tile's first counter: its first CTA x MAX_CLUSTER (lane j at counter + j)
-    lanes: tuple[int, ...]  # the lanes it arrives at: all of the plan's cluster, or its rank in a merging one
+    lanes: tuple[int, ...]  # the lane it arrives at: 0 without clusters, else the CTA's rank
     expected: int  # arrivals that complete a lane: the row tile's parts
     listed: int  # CTAs from the row tile's first to its last (the merge's list)
     rows: int  # valid rows of the row tile
+    parts: int = 1  # parts it arrives for: a straddling cluster's rank arrives for all its CTAs' parts there
+
+
+def _parts_written(segments: list[Segment]) -> list[Segment]:
+    """A CTA's segments that write a part, by slot (the order it arrives in)."""
+    return sorted((s for s in segments if s.slot >= 0), key=lambda s: s.slot)
 
 
 def cta_arrivals(plan: LaunchPlan, requests: list[RequestExtent]) -> list[list[Arrival]]:
-    """Every verify CTA's arrivals, in the order the kernel makes them (its parts by slot); [] for every CTA
-    without the final merge."""
+    """Every verify CTA's arrivals, in the order the kernel makes them; [] for every CTA without the final
+    merge. A CTA arrives for its own parts by slot, except in a straddling cluster (clusters, and a merge
+    of none): there rank r arrives at lane r of each row tile its cluster's parts fall in (arrive_for_cluster),
+    for all of them at once."""
     if not (plan.splits and plan.final_merge):
         return [[] for _ in range(plan.ctas)]
     starts = unit_starts(requests)
     units = starts[-1]
+    segments = list(cta_segments(plan, requests))
+    merges = cta_merges(plan, requests)
+
+    def arrival(s: Segment, lane: int, parts: int) -> Arrival:
+        g = requests[s.request]
+        tile_base = starts[s.request] + s.row_tile * g.tiles
+        first = cta_of_unit(tile_base, units, plan.ctas)
+        last = cta_of_unit(tile_base + g.tiles - 1, units, plan.ctas)
+        expected = len(parts_of_row_tile(plan, requests, s.request, s.row_tile))
+        rows = min(plan.block_m, g.rows - s.row_tile * plan.block_m)
+        return Arrival(first * MAX_CLUSTER, (lane,), expected, last - first + 1, rows, parts)
+
     out = []
-    for cta, segments in enumerate(cta_segments(plan, requests)):
-        arrivals = []
-        for s in sorted((s for s in segments if s.slot >= 0), key=lambda s: s.slot):
-            g = requests[s.request]
-            tile_base = starts[s.request] + s.row_tile * g.tiles
-            merge = cluster_merge(plan, units, cta, tile_base, g.tiles)
-            if merge == MERGE_WHOLE:
-                continue
-            first = cta_of_unit(tile_base, units, plan.ctas)
-            last = cta_of_unit(tile_base + g.tiles - 1, units, plan.ctas)
-            lanes = (cta % plan.cluster,) if merge == MERGE_PART else tuple(range(plan.cluster))
-            expected = len(parts_of_row_tile(plan, requests, s.request, s.row_tile))
-            rows = min(plan.block_m, g.rows - s.row_tile * plan.block_m)
-            arrivals.append(Arrival(first * MAX_CLUSTER, lanes, expected, last - first + 1, rows))
-        out.append(arrivals)
+    for cta in range(plan.ctas):
+        rank = cta % plan.cluster
+        if merges[cta] == MERGE_WHOLE:
+            out.append([])
+        elif merges[cta] == MERGE_PART or plan.cluster == 1:
+            out.append([arrival(s, rank, 1) for s in _parts_written(segments[cta])])
+        else:  # a straddling cluster: its CTAs' parts in CTA order, grouped by row tile
+            row_tiles: list[Segment] = []  # the first part of each row tile
+            parts: list[int] = []
+            for c in range(cta - rank, cta - rank + plan.cluster):
+                for s in _parts_written(segments[c]):
+                    if row_tiles and (row_tiles[-1].request, row_tiles[-1].row_tile) == (
+                        s.request,
+                        s.row_tile,
+                    ):
+                        parts[-1] += 1
+                    else:
+                        row_tiles.append(s)
+                        parts.append(1)
+            out.append([arrival(s, rank, n) for s, n in zip(row_tiles, parts, strict=True)])
     return out
 
 

@@ -752,14 +752,15 @@ DDK_DEVICE float gather_listed_parts(const VerifyParams& p, const int* listed, i
   return base;
 }
 
-// The final merge (p.arrivals): a CTA that wrote a part arrives at its row tile's counters, one per lane j
-// (kMaxCluster of them from the row tile's first CTA; lane j stands for rows m = j mod p.cluster): a whole
-// part at every lane, rank r of a merging cluster (rows r, r + C, ... of the cluster's part) at lane r. The
-// arrival that completes a lane's count resets the counter and merges that lane's rows into the output,
-// reading every part in CTA order: the same bits whichever CTA arrives last. Fenced on both sides (see
-// ddk::atomic_add_global). Out of line, arguments by value (see merge_cluster_parts).
+// The final merge (p.arrivals): parts arrive at their row tile's counters, one per lane j (kMaxCluster of
+// them from the row tile's first CTA; lane j stands for rows m = j mod p.cluster), `count` parts at a time:
+// without clusters a CTA's part at lane 0; rank r of a merging cluster (rows r, r + C, ... of the cluster's
+// part) at lane r; rank r of a straddling cluster every part its CTAs wrote in the row tile at lane r
+// (arrive_for_cluster). The arrival that completes a lane's count resets the counter and merges that lane's
+// rows into the output, reading every part in CTA order: the same bits whichever CTA arrives last. Fenced on
+// both sides (see ddk::atomic_add_global). Out of line, arguments by value (see merge_cluster_parts).
 DDK_DEVICE_NOINLINE void arrive_at_row_tile(const VerifyParams p, char* smem, PartTail* tail, const PartRecord r,
-                                            int lane) {
+                                            int lane, int count) {
   const int64_t units = ddk::ld_shared(&tail->units);
   const PartPlace at = r.place;
   const int64_t first = cta_of_unit(at.tile_base, units, p.num_ctas);
@@ -768,12 +769,12 @@ DDK_DEVICE_NOINLINE void arrive_at_row_tile(const VerifyParams p, char* smem, Pa
   const int expected = parts_before(p, last + 1, first, last, units, at.tile_base, at.tiles);
   if (t < p.cluster) {
     int won = 0;
-    if (lane < 0 || t == lane) {
+    if (t == lane) {
       int* counter = p.arrivals + (first * kMaxCluster + t);
-      ddk::fence_gpu();  // this CTA's part (ordered before by the caller's barrier) before the arrival
-      const int before = ddk::atomic_add_global(counter, 1);
-      if (before >= expected) ddk::trap("verify: more arrivals at a row tile than it has parts");
-      if (before == expected - 1) {
+      ddk::fence_gpu();  // the parts (ordered before by the caller's barrier) before the arrival
+      const int before = ddk::atomic_add_global(counter, count);
+      if (before + count > expected) ddk::trap("verify: more arrivals at a row tile than it has parts");
+      if (before + count == expected) {
         ddk::fence_gpu();  // every other part, before this CTA reads them
         ddk::st_global(counter, 0);
         won = 1;
@@ -807,15 +808,66 @@ DDK_DEVICE_NOINLINE void arrive_at_row_tile(const VerifyParams p, char* smem, Pa
 }
 
 // The CTA's end under the final merge: its arrival at the row tile of each part it wrote (rank `lane` of a
-// merging cluster, or -1: whole parts), after a barrier that orders every thread's part stores before it.
+// merging cluster, or lane 0 without clusters), after a barrier that orders every thread's part stores
+// before it.
 DDK_DEVICE void arrive_at_parts(const VerifyParams& p, char* smem, PartTail* tail, int lane) {
   ddk::sync_block();
   const int parts = ddk::ld_shared(&tail->parts);
   for (int k = 0; k < 2; ++k) {
     if (((parts >> k) & 1) == 0) continue;  // uniform over the CTA
     arrive_at_row_tile(p, smem, tail, PartRecord{ddk::ld_shared(tail->places + k), ddk::ld_shared(tail->rows + k)},
-                       lane);
+                       lane, 1);
     ddk::sync_block();  // the list and the lanes won are rewritten by the next part's arrival
+  }
+}
+
+// The row tiles a straddling cluster's parts fall in, in CTA order, with how many parts each: built by every
+// CTA of the cluster from the others' part tails, in its partial-S buffer (free after the last tile).
+struct alignas(16) ClusterRowTile {
+  PartPlace place;
+  PartRows rows;
+  int32_t parts, unused;
+};
+constexpr int kMaxClusterRowTiles = 2 * kMaxCluster;  // two parts a CTA at most
+static_assert((kMaxClusterRowTiles + 1) * sizeof(ClusterRowTile) <= 2 * kReduceBytesPerGroup,
+              "the list fits in the partial-S buffer of 32 rows");
+
+// The end of a CTA of a straddling cluster (its units in more than one row tile: a ragged batch, or ranges
+// that do not fall on row tiles) under the final merge. Its CTAs wrote their parts whole; after a cluster
+// barrier rank r arrives at lane r of each row tile they fall in, for all of them at once, so that the ranks
+// of the last cluster to arrive share the row tile's merge, as a merging cluster's do, instead of its last
+// CTA merging every row alone. Out of line, arguments by value (see merge_cluster_parts).
+DDK_DEVICE_NOINLINE void arrive_for_cluster(const VerifyParams p, char* smem, PartTail* tail) {
+  if (ddk::cluster_nctarank() != static_cast<unsigned>(p.cluster))
+    ddk::trap("verify: launched in clusters of another size than p.cluster");
+  ddk::sync_cluster();  // every CTA's parts are written and its part tail complete
+  ClusterRowTile* list = reinterpret_cast<ClusterRowTile*>(smem + kStages * kStageBytes);
+  int* listed_row_tiles = reinterpret_cast<int*>(list + kMaxClusterRowTiles);
+  if (ddk::thread_idx_x() == 0) {
+    int n = 0;
+    for (int q = 0; q < p.cluster; ++q) {
+      const int parts = ddk::ld_cluster(&tail->parts, static_cast<unsigned>(q));
+      for (int k = 0; k < 2; ++k) {
+        if (((parts >> k) & 1) == 0) continue;
+        const PartPlace place = ddk::ld_cluster(tail->places + k, static_cast<unsigned>(q));
+        if (n > 0 && ddk::ld_shared(&list[n - 1].place.tile_base) == place.tile_base) {  // CTA order: adjacent
+          ddk::st_shared(&list[n - 1].parts, ddk::ld_shared(&list[n - 1].parts) + 1);
+          continue;
+        }
+        ddk::st_shared(&list[n].place, place);
+        ddk::st_shared(&list[n].rows, ddk::ld_cluster(tail->rows + k, static_cast<unsigned>(q)));
+        ddk::st_shared(&list[n].parts, 1);
+        ++n;
+      }
+    }
+    ddk::st_shared(listed_row_tiles, n);
+  }
+  ddk::sync_cluster();  // no CTA leaves while another still reads its part tail
+  const int n = ddk::ld_shared(listed_row_tiles), rank = static_cast<int>(ddk::cluster_ctarank());
+  for (int i = 0; i < n; ++i) {
+    arrive_at_row_tile(p, smem, tail, PartRecord{ddk::ld_shared(&list[i].place), ddk::ld_shared(&list[i].rows)},
+                       rank, ddk::ld_shared(&list[i].parts));
+    ddk::sync_block();  // the merge's list of parts and the lanes won are rewritten by the next arrival
   }
 }
 
@@ -886,8 +938,9 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
     const Range whole_range = ddk::ld_shared(range);
     int64_t request_base = at.request_base;
     int unit = at.unit, request = at.request;  // a request's units fit 32 bits: 32-bit divisions below
-    if (request_base + unit >= whole_range.end) {
-      if (p.arrivals != nullptr) arrive_at_parts(p, smem, tail, -1);
+    if (request_base + unit >= whole_range.end) {  // (a merging cluster's CTAs return after their merge)
+      if (p.arrivals != nullptr && p.cluster > 1) arrive_for_cluster(p, smem, tail);
+      else if (p.arrivals != nullptr) arrive_at_parts(p, smem, tail, 0);
       return;
     }
     Request g = request_of(p, ddk::ld_shared(extent + k));
