@@ -259,8 +259,8 @@ class CudaEmuBackend:
 
     @staticmethod
     def _seed_arrivals(launch: PreparedLaunch, subset: tuple[int, ...]) -> None:
-        """Counters short of a sampled CTA's parts where it arrives last in a full run: it merges there, as that
-        CTA would (its shape says so), over the prefilled workspace."""
+        """Counters short of a sampled CTA's parts where it arrives last in a full run: it merges there, as
+        that CTA would (its shape says so), over the prefilled workspace."""
         if launch.arrivals is None:
             return
         k = launch.kernel

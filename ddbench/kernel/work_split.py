@@ -182,8 +182,8 @@ def _parts_written(segments: list[Segment]) -> list[Segment]:
 def cta_arrivals(plan: LaunchPlan, requests: list[RequestExtent]) -> list[list[Arrival]]:
     """Every verify CTA's arrivals, in the order the kernel makes them; [] for every CTA without the final
     merge. A CTA arrives for its own parts by slot, except in a straddling cluster (clusters, and a merge
-    of none): there rank r arrives at lane r of each row tile its cluster's parts fall in (arrive_for_cluster),
-    for all of them at once."""
+    of none): there rank r arrives at lane r of each row tile its cluster's parts fall in, for all of them
+    at once (the kernel's arrive_for_cluster)."""
     if not (plan.splits and plan.final_merge):
         return [[] for _ in range(plan.ctas)]
     starts = unit_starts(requests)
