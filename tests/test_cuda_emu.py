@@ -700,7 +700,11 @@ def test_clusters_merge_where_their_units_lie_in_one_row_tile(long_prefix, fp64,
     assert {s.cluster_barriers for s in verify.cta_shapes} == {2}
     tails = 2 * cluster * (16 + 8) + cluster * 4  # every CTA's two part places and rows, and its parts word
     assert [s.cluster_bytes > tails for s in verify.cta_shapes] == expected
-    assert all(0 < s.cluster_bytes <= tails for s, merges in zip(verify.cta_shapes, expected, strict=True) if not merges)
+    assert all(
+        0 < s.cluster_bytes <= tails
+        for s, merges in zip(verify.cta_shapes, expected, strict=True)
+        if not merges
+    )
     assert any(expected) == (cluster != 8)  # clusters of 8 CTAs here always straddle two row tiles
     out = run.out.clone()
     f = parity_figures(out, fp64.run(x))
