@@ -12,7 +12,8 @@
 // in thread-block clusters (sm_90+, `cluster` CTAs), a cluster whose ranges all lie in one row tile merges its
 // parts through distributed shared memory instead (merge_cluster_parts): into the output when it covers the
 // row tile, else into one part. With arrival counters (p.arrivals, the final merge) there is no combine
-// kernel: each CTA that wrote a part arrives at its row tile's counters at its end, and the last arrival at
+// kernel: each CTA that wrote a part arrives at its row tile's counters at its end (in a cluster that straddles
+// row tiles, rank r for all of its cluster's parts, at lane r: arrive_for_cluster), and the last arrival at
 // each lane merges the row tile's rows of that lane into the output (arrive_at_row_tile). Only keys at or
 // after the prefix read the tree mask (bit words per draft row over the draft columns).
 //
