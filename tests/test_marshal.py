@@ -590,6 +590,10 @@ def test_the_pace_never_takes_split_ranges_below_the_row_tiles_or_above_the_rang
         (16, 8, 9, 4096, 20.21, 160, 5),  # 5 parts a row tile: one cluster merges each row tile whole
         (1, 8, 65, 4096, 20.21, 176, 8),  # 11 row tiles of 17 parts: 16 each (94 %) in two clusters of 8
         (1, 8, 9, 4096, 20.21, 144, 8),  # 4 tiles a CTA: a short split, in clusters of 8 (no combine)
+        # a short split of 20 row tiles: too many for clusters inside row tiles, so 184 CTAs in clusters that
+        # straddle them; not on the H200, whose parts cost less than clusters need
+        (4, 8, 17, 1312, 20.21, 184, 8),
+        (4, 8, 17, 1312, 61.47, 120, 1),
         (1, 8, 9, 32768, 61.47, 132, 1),  # the H200: its parts cost 2 tiles over its fast DRAM
         (1, 8, 9, 32768, None, 188, 1),  # no pace, no estimate of what the parts cost: no clusters
     ],

@@ -110,6 +110,12 @@ CLUSTER_KEPT = 0.98
 # over the parts: every row tile in clusters of about this many key tiles a CTA (modeled on
 # suites/model-report.json, RTX PRO 6000, graph: bs1 q9 p4k, 97 CTAs and a combine 8.22 µs, 144 in clusters
 # 6.49; 120: 7.44, 168: 6.87; bs1 q9 p1k, 25 CTAs 7.43, 48 in clusters 6.49, 72: 5.51).
+# Where too many row tiles for that fill a wave (ragged batches, many heads), the split rounded down to
+# clusters of 8 that straddle row tiles, whose ranks arrive for all their CTAs' parts and share the merge of
+# a row tile (the kernel's arrive_for_cluster), only where the parts cost CLUSTER_FROM_TILES or more (modeled,
+# stream launches: on the RTX PRO 6000 the 10 such cases of the shipped suites 23-34 % faster, e.g. k26-verify
+# ragged bs4 p0-4096 DDTree-16 17.2 -> 12.6 µs; on the H200, whose parts cost about 2 tiles, 31 cases from
+# 12 % faster to 21 % slower).
 SHORT_CLUSTER_TILES = 3.0
 DEFAULT_DRAM_PACE = DRAM_PACE_BY_DEVICE[0][1]  # the emulation plans as if on an RTX PRO 6000
 PACE_MARGIN = 1.15
@@ -253,7 +259,7 @@ def plan_launch(
         elif pays:
             split, cluster = _clustered(split, all_row_tiles)
         elif units < ALIGN_FROM_TILES * split:  # a short split: clusters of 8 and no combine (see below)
-            split, cluster = _short_clustered(split, units, all_row_tiles, slots)
+            split, cluster = _short_clustered(split, units, all_row_tiles, slots, parts >= CLUSTER_FROM_TILES)
         else:  # parts too cheap for the merge to pay (the H200's)
             cluster = 1
     elif split % cluster:
@@ -283,14 +289,21 @@ def _clustered(split: int, all_row_tiles: int) -> tuple[int, int]:
     return kept * all_row_tiles, size
 
 
-def _short_clustered(split: int, units: int, all_row_tiles: int, slots: int) -> tuple[int, int]:
+def _short_clustered(
+    split: int, units: int, all_row_tiles: int, slots: int, straddle: bool
+) -> tuple[int, int]:
     """CTAs and CTAs per cluster for a split too short for _clustered: every row tile in clusters of
-    MAX_CLUSTER CTAs of about SHORT_CLUSTER_TILES key tiles each, as many clusters as one wave holds; the
-    split without clusters where that keeps less than ALIGNED_SHARE of its CTAs."""
+    MAX_CLUSTER CTAs of about SHORT_CLUSTER_TILES key tiles each, as many clusters as one wave holds; where
+    that keeps less than ALIGNED_SHARE of the split's CTAs and `straddle` (the parts cost what clusters need,
+    CLUSTER_FROM_TILES), the split rounded down to whole clusters, which then straddle row tiles; else the
+    split without clusters."""
     per_row_tile = MAX_CLUSTER * max(1, all_row_tiles)
     clusters = min(math.ceil(units / (per_row_tile * SHORT_CLUSTER_TILES)), slots // per_row_tile)
     ctas = clusters * per_row_tile
-    return (ctas, MAX_CLUSTER) if clusters >= 1 and ctas >= ALIGNED_SHARE * split else (split, 1)
+    if clusters >= 1 and ctas >= ALIGNED_SHARE * split:
+        return ctas, MAX_CLUSTER
+    ctas = split // MAX_CLUSTER * MAX_CLUSTER
+    return (ctas, MAX_CLUSTER) if straddle and ctas and ctas >= ALIGNED_SHARE * split else (split, 1)
 
 
 def _split_saves(units: int, all_row_tiles: int, split: int, slots: int) -> float:
