@@ -208,19 +208,13 @@ def cta_arrivals(plan: LaunchPlan, requests: list[RequestExtent]) -> list[list[A
         elif merges[cta] == MERGE_PART or plan.cluster == 1:
             out.append([arrival(s, rank, 1) for s in _parts_written(segments[cta])])
         else:  # a straddling cluster: its CTAs' parts in CTA order, grouped by row tile
-            row_tiles: list[Segment] = []  # the first part of each row tile
-            parts: list[int] = []
+            firsts: dict[tuple[int, int], Segment] = {}  # each row tile's first part (dicts keep order)
+            parts: dict[tuple[int, int], int] = {}
             for c in range(cta - rank, cta - rank + plan.cluster):
                 for s in _parts_written(segments[c]):
-                    if row_tiles and (row_tiles[-1].request, row_tiles[-1].row_tile) == (
-                        s.request,
-                        s.row_tile,
-                    ):
-                        parts[-1] += 1
-                    else:
-                        row_tiles.append(s)
-                        parts.append(1)
-            out.append([arrival(s, rank, n) for s, n in zip(row_tiles, parts, strict=True)])
+                    firsts.setdefault((s.request, s.row_tile), s)
+                    parts[s.request, s.row_tile] = parts.get((s.request, s.row_tile), 0) + 1
+            out.append([arrival(s, rank, parts[key]) for key, s in firsts.items()])
     return out
 
 
