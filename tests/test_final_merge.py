@@ -103,7 +103,7 @@ def test_each_lane_is_merged_by_its_last_arrival():
     assert (plan.ctas, plan.cluster, plan.final_merge) == (160, 8, True)
     requests = request_extents(8, [0, 32777], [0, 9], plan.block_m)
     arrivals = cta_arrivals(plan, requests)
-    assert all(len(a) == 1 and a[0].lanes == (cta % 8,) for cta, a in enumerate(arrivals))
+    assert all(len(a) == 1 and a[0].lane == cta % 8 for cta, a in enumerate(arrivals))
     assert {a[0].expected for a in arrivals} == {len(parts_of_row_tile(plan, requests, 0, 0))} == {10}
     assert sorted(set(last_arrivals(arrivals).values())) == [*range(72, 80), *range(152, 160)]
     assert plan_launch(1, 8, 9, 32777, dram_pace=20.21, final_merge=False).combines

@@ -270,11 +270,10 @@ class CudaEmuBackend:
         seen: dict[int, int] = {}  # arrivals of the sampled CTAs so far, by counter
         for cta in subset:
             for a in arrivals[cta]:
-                for lane in a.lanes:
-                    counter = a.counter + lane
-                    if last[counter] == cta:
-                        launch.arrivals[counter] = a.expected - a.parts - seen.get(counter, 0)
-                    seen[counter] = seen.get(counter, 0) + a.parts
+                counter = a.counter + a.lane
+                if last[counter] == cta:
+                    launch.arrivals[counter] = a.expected - a.parts - seen.get(counter, 0)
+                seen[counter] = seen.get(counter, 0) + a.parts
 
     @staticmethod
     def _buffers(launch: PreparedLaunch, lse: torch.Tensor | None) -> list[torch.Tensor | None]:

@@ -102,7 +102,7 @@ def verify_unique_sectors(launch: PreparedLaunch, lse: torch.Tensor | None = Non
     for arrivals in cta_arrivals(plan, requests):
         for a in arrivals:
             assert launch.arrivals is not None
-            counters = a.counter + torch.tensor(a.lanes, dtype=torch.int64)
+            counters = torch.tensor([a.counter + a.lane], dtype=torch.int64)
             pieces.append((launch.arrivals.data_ptr() + counters * FP32, torch.full_like(counters, FP32)))
     starts = torch.cat([p[0] for p in pieces])
     lengths = torch.cat([p[1] for p in pieces])

@@ -73,10 +73,8 @@ def verify_work_shapes(
         if merges[cta] != MERGE_NONE:  # stages the part, then merges the rows of its rank
             shape.append((merges[cta], cta % plan.cluster))
         for a in arrivals[cta]:  # the final merge: its arrivals, and the lanes whose rows it merges
-            won = tuple(lane for lane in a.lanes if last[a.counter + lane] == cta)
-            shape.append(
-                (len(a.lanes), a.parts, won, a.expected if won else 0, a.listed if won else 0, a.rows)
-            )
+            won = last[a.counter + a.lane] == cta
+            shape.append((a.lane, a.parts, won, a.expected if won else 0, a.listed if won else 0, a.rows))
         members.append(tuple(shape))
         if len(members) < plan.cluster:
             continue

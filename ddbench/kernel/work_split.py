@@ -167,7 +167,7 @@ class Arrival:
     """One arrival at a split row tile under the final merge (the kernel's arrive_at_row_tile)."""
 
     counter: int  # the row tile's first counter: its first CTA x MAX_CLUSTER (lane j at counter + j)
-    lanes: tuple[int, ...]  # the lane it arrives at: 0 without clusters, else the CTA's rank
+    lane: int  # the lane it arrives at: 0 without clusters, else the CTA's rank
     expected: int  # arrivals that complete a lane: the row tile's parts
     listed: int  # CTAs from the row tile's first to its last (the merge's list)
     rows: int  # valid rows of the row tile
@@ -198,7 +198,7 @@ def cta_arrivals(plan: LaunchPlan, requests: list[RequestExtent]) -> list[list[A
         last = cta_of_unit(tile_base + g.tiles - 1, units, plan.ctas)
         expected = len(parts_of_row_tile(plan, requests, s.request, s.row_tile))
         rows = min(plan.block_m, g.rows - s.row_tile * plan.block_m)
-        return Arrival(first * MAX_CLUSTER, (lane,), expected, last - first + 1, rows, parts)
+        return Arrival(first * MAX_CLUSTER, lane, expected, last - first + 1, rows, parts)
 
     out = []
     for cta in range(plan.ctas):
@@ -224,6 +224,5 @@ def last_arrivals(arrivals: list[list[Arrival]]) -> dict[int, int]:
     last: dict[int, int] = {}
     for cta, mine in enumerate(arrivals):
         for a in mine:
-            for lane in a.lanes:
-                last[a.counter + lane] = cta
+            last[a.counter + a.lane] = cta
     return last
