@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The prepared device run (make device-check): build, parity, sanitizer, primitives, latency; JSON in $OUT.
+# The prepared device run (make device-check): builds, primitives, latency and baselines, parity with the
+# sanitizer beside it, calibration (ddbench/device/check.py); JSON in $OUT. DDBENCH_DEVICE_BUDGET_S bounds it.
 # Runs under the GPU machine's own python3 (its torch and triton); packages it lacks come from .whl/.
 set -euo pipefail
 cd "$(dirname "$0")/.."

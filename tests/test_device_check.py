@@ -7,8 +7,9 @@ import json
 import pytest
 import torch
 
-from ddbench.device import check
+from ddbench.device import check, latency
 from ddbench.device.fragments import compare, random_probe_data, run_emulated
+from ddbench.runner.roles import Role, roles_in
 
 
 @pytest.mark.parametrize(
@@ -16,11 +17,25 @@ from ddbench.device.fragments import compare, random_probe_data, run_emulated
     [
         *check.PARITY_SUITES,
         *[(check.SANITIZER_CASES[0], e) for e in check.SANITIZER_CASES[1:]],
-        *check.LATENCY_CASES,
+        *[(path, e) for path, e, _ in latency.LATENCY_CASES],
     ],
 )
 def test_every_selection_finds_cases(path, expression):
     assert check._cases(path, expression or None), f"{path} -k {expression!r} selects nothing"
+
+
+def test_every_latency_case_judges_both_kernels_it_times():
+    """A timed backend no bound judges is refused by the Session: the table would lose its triton column."""
+    cases = latency.latency_cases()
+    assert len(cases) == 13 and len({c.id for _, c in cases}) == 13
+    for path, case in cases:
+        roles = roles_in(case, check._gpu_backends(path))
+        assert roles["cuda"] is Role.CANDIDATE and roles["triton"] is Role.CANDIDATE, (case.id, roles)
+
+
+def test_latency_covers_issue_11s_target_shapes():
+    ids = {c.id for path, c in latency.latency_cases() if path == "suites/model-report.json"}
+    assert len(ids) == 9 and any("deepseek-v3-tp8-h16-bs4-p4096-ddtree-b64" in i for i in ids)
 
 
 def test_gpu_subset_is_gpu_sized_and_bounded():
@@ -32,6 +47,20 @@ def test_gpu_subset_is_gpu_sized_and_bounded():
 def test_emulation_is_swapped_for_the_hardware_kernel():
     names = check._gpu_backends("suites/smoke.json")
     assert "cuda" in names and "cuda-emu" not in names and "triton" in names
+
+
+@pytest.mark.parametrize(
+    "path", sorted({p for p, _ in check.PARITY_SUITES} | {p for p, _, _ in latency.LATENCY_CASES})
+)
+def test_every_device_session_names_only_known_backends(path):
+    """The Session the device check builds for a suite (on the CPU here: the hardware kernel unavailable)."""
+    from ddbench.runner import Session, SessionOptions
+
+    options = SessionOptions(
+        suites=(path,), backends=check._gpu_backends(path), device="cpu", skip_unavailable=True
+    )
+    session = Session(options)
+    assert set(session.unavailable) <= {"cuda"} and "candidate" not in check._gpu_backends(path)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the answer on a machine without a GPU")
@@ -127,10 +156,11 @@ def test_calibration_step_writes_the_models_measured_error(tmp_path, monkeypatch
     """The GPU-only step with the GPU faked: a measured time in, the committed format out, read back."""
     from ddbench.model.calibration import calibration_for
 
-    case = check._cases(*check.LATENCY_CASES[0])[0]
+    case = latency.latency_cases()[0][1]
     monkeypatch.setattr(check.torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
-    result = check.step_calibration(tmp_path, {"rows": [{"case": case.id, "cuda_median_us": 12.5}]})
+    result = check.step_calibration(tmp_path, {"rows": [{"case": case.id, "cold_cuda_median_us": 12.5}]})
     assert result["ok"] and result["gpu"] == "h200"
+    assert result["uncalibrated_modeled_us"][case.id] > 0
     document = json.loads((tmp_path / "calibration.json").read_text())
     calibration = calibration_for(document, "h200", "calibration.json")
     (error,) = calibration.errors

@@ -1,16 +1,19 @@
 """The device script (`make device-check`): everything that needs a GPU, in one run of a few minutes.
 
-Steps: build the kernel for the local arch; the emulated warp primitives against the hardware's; parity of
-cuda vs triton vs the references on the smoke suite, the kernel suite and a GPU-sized subset; the sanitizer's
-memcheck and racecheck on two small cases; a short latency table cuda vs triton; the model's measured error
-on those cases ($OUT/calibration.json, to commit as ddbench/model/calibration.json). Each step's result is
-written to $OUT/device-check.json (or results/device/) as soon as it ends, so a timeout keeps what finished.
+Steps, most telling first, since a lease can end mid-run: build the kernel, its fragment probe and the
+emulation at once; the emulated warp primitives against the hardware's; a latency table cuda vs triton
+(CUDA graphs) on issue 11's target shapes and a few serving cases, each judged for parity first; the
+baselines of those cases ($OUT/baseline-<suite>.json, to commit as baselines/<gpu>/<suite>.json); parity of
+cuda vs triton vs the references on the smoke suite, the kernel suite and a GPU-sized subset, while the
+sanitizer's memcheck and racecheck run beside it; the model's measured error on the latency cases
+($OUT/calibration.json, to commit as ddbench/model/calibration.json; `--calibrate FILE` redoes it from a
+device-check.json on any machine, the counters being the CPU emulation's). Each step's result is written to
+$OUT/device-check.json (or results/device/) as soon as it ends, so a timeout keeps what finished.
+`DDBENCH_DEVICE_BUDGET_S` (default 480) is the whole run's time: steps past it are skipped, saying so.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
 import re
 import shutil
@@ -27,6 +30,10 @@ import torch
 
 from ddbench.atomic import write_json_atomic
 from ddbench.backends import get_backend
+from ddbench.backends.registry import BUILTINS
+from ddbench.device.calibrate import calibrate
+from ddbench.device.latency import step_latency
+from ddbench.device.prebuild import build_all
 from ddbench.environment import environment
 from ddbench.inputs.suite_file import load_suite_file
 from ddbench.runner import Session, SessionOptions
@@ -34,7 +41,6 @@ from ddbench.runner.sinks import ResultsFileSink, RunFacts
 from ddbench.suite import Case
 from ddbench.suite.model import ANY_BACKEND
 from ddbench.suite.select import case_filter
-from ddbench.timing.settings import TimingSettings
 
 PARITY_SUITES = (
     ("suites/smoke.json", None),
@@ -43,19 +49,10 @@ PARITY_SUITES = (
 )
 # a 32-row launch, a ragged batch, and a 48-row launch whose combine runs in two halves (16k keys)
 SANITIZER_CASES = ("suites/kernel-parity.json", "q1 and p500", "ragged and ddtree", "long and p16384")
-LATENCY_CASES = (
-    ("suites/k26-tp8-parity.json", ""),
-    ("suites/k26-verify.json", "full and tp8 and bs1 and p4096 and ddtree-b16"),
-    ("suites/k26-verify.json", "full and tp8 and bs4 and p32768 and ddtree-b64"),
-    ("suites/k26-verify.json", "full and deepseek and bs16 and p32768 and chain16"),
-    # issue 11's target shapes (docs/model.md): measured beside their modeled figures in the calibration step
-    ("suites/model-report.json", "q9 and bs1 and p32768"),
-    ("suites/model-report.json", "q65 and p4096"),
-    ("suites/model-report.json", "bs16"),
-)
 PARITY_DEADLINE_S = 240
-LATENCY_SETTINGS = TimingSettings(mode="graph", max_seconds=2.0, target_rel_noise=0.01)
-SANITIZER_TIMEOUT_S = 150
+SANITIZER_TIMEOUT_S = 200
+BUDGET_S = float(os.environ.get("DDBENCH_DEVICE_BUDGET_S", "480"))
+CALIBRATION_RESERVE_S = 60  # the calibration's emulated counters, on the GPU machine's CPUs
 
 
 def _cases(path: str, expression: str | None) -> list[Case]:
@@ -64,10 +61,11 @@ def _cases(path: str, expression: str | None) -> list[Case]:
 
 
 def _gpu_backends(path: str) -> tuple[str, ...]:
-    """What the suite's bounds name, with the hardware kernel in place of its emulation."""
+    """The built-in backends the suite's bounds name, with the hardware kernel in place of its emulation
+    (not `candidate`: that set judges a user's plug-in, which a device run has none of)."""
     names = [n for c in load_suite_file(path).cases for b in c.parity for n in (b.candidate, b.against)]
     swapped = ("cuda" if n == "cuda-emu" else n for n in [*names, "cuda"] if n != ANY_BACKEND)
-    return tuple(dict.fromkeys(swapped))
+    return tuple(n for n in dict.fromkeys(swapped) if n in BUILTINS)
 
 
 def _gpu_session(path: str, expression: str | None, **options: Any) -> Session:
@@ -78,9 +76,31 @@ def _gpu_session(path: str, expression: str | None, **options: Any) -> Session:
 
 
 def step_build() -> dict[str, Any]:
-    start = time.perf_counter()
+    builds = build_all()
     status = get_backend("cuda").availability()
-    return {"ok": status.ok, "detail": status.detail, "seconds": round(time.perf_counter() - start, 1)}
+    return {
+        "ok": status.ok and all(b["ok"] for b in builds.values()),
+        "detail": status.detail,
+        "builds": builds,
+    }
+
+
+def step_ceilings() -> dict[str, Any]:
+    """The DRAM copy rate (bytes read plus written, 2 GiB each way), the ceiling memory-bound cases meet."""
+    source = torch.empty(2**31, dtype=torch.uint8, device="cuda").random_()
+    target = torch.empty_like(source)
+    times = []
+    for _ in range(12):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        target.copy_(source)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    median = sorted(times[2:])[len(times[2:]) // 2]
+    del source, target
+    torch.cuda.empty_cache()
+    return {"ok": True, "copy_gbs": round(2 * 2**31 / median / 1e9, 1), "samples": len(times) - 2}
 
 
 def step_primitives() -> dict[str, Any]:
@@ -90,8 +110,8 @@ def step_primitives() -> dict[str, Any]:
     return compare(run_emulated(data), run_hardware(data))
 
 
-def step_parity(out_dir: Path) -> dict[str, Any]:
-    deadline = time.perf_counter() + PARITY_DEADLINE_S
+def step_parity(out_dir: Path, seconds: float) -> dict[str, Any]:
+    deadline = time.perf_counter() + seconds
     summary: dict[str, Any] = {"suites": {}, "worst_max_row_ulp": {}, "failures": [], "truncated": False}
     for path, expression in PARITY_SUITES:
         session = _gpu_session(path, expression)
@@ -121,10 +141,11 @@ def step_parity(out_dir: Path) -> dict[str, Any]:
     return summary
 
 
-def _sanitize(tool: str, case_ids: list[str]) -> dict[str, Any]:
+def _start_sanitizer(tool: str, case_ids: list[str]) -> subprocess.Popen[str] | str:
+    """compute-sanitizer over the cuda backend on the given cases, started in the background (or why not)."""
     sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
     if not Path(sanitizer).exists():
-        return {"ok": False, "unavailable": "compute-sanitizer not found"}
+        return "compute-sanitizer not found"
     cmd = [
         sanitizer,
         "--tool",
@@ -134,108 +155,65 @@ def _sanitize(tool: str, case_ids: list[str]) -> dict[str, Any]:
         sys.executable,
         "-m",
         "ddbench.device.sanitize",
-        SANITIZER_CASES[0],
-        *case_ids,
     ]
+    # Each tensor its own allocation, so memcheck sees a read past a buffer, not into the caching pool.
+    env = {**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    return subprocess.Popen(
+        [*cmd, SANITIZER_CASES[0], *case_ids],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+
+
+def _sanitizer_verdict(started: subprocess.Popen[str] | str, deadline: float) -> dict[str, Any]:
+    if isinstance(started, str):
+        return {"ok": False, "unavailable": started}
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=SANITIZER_TIMEOUT_S, check=False)
+        output, _ = started.communicate(timeout=max(1.0, deadline - time.perf_counter()))
     except subprocess.TimeoutExpired:
-        return {"ok": False, "error": f"timed out after {SANITIZER_TIMEOUT_S} s"}
-    output = proc.stdout + proc.stderr
+        started.kill()
+        output, _ = started.communicate()
+        return {"ok": False, "error": f"timed out after {SANITIZER_TIMEOUT_S} s", "tail": output[-3000:]}
     errors = [int(n) for n in re.findall(r"ERROR SUMMARY: (\d+) error", output)]
     return {
-        "ok": proc.returncode == 0 and bool(errors) and not any(errors),
-        "returncode": proc.returncode,
+        "ok": started.returncode == 0 and bool(errors) and not any(errors),
+        "returncode": started.returncode,
         "errors": errors,
         "tail": output[-3000:],
     }
 
 
-def step_sanitizer() -> dict[str, Any]:
+def step_parity_and_sanitizer(out_dir: Path, seconds: float) -> dict[str, Any]:
+    """Parity of the suites while memcheck and racecheck run beside it: neither times anything."""
     path, *expressions = SANITIZER_CASES
     ids = [_cases(path, e)[0].id for e in expressions]
-    reports = {tool: _sanitize(tool, ids) for tool in ("memcheck", "racecheck")}
-    return {"cases": ids, **reports, "ok": all(r["ok"] for r in reports.values())}
-
-
-def step_latency() -> dict[str, Any]:
-    """cuda vs triton, interleaved, in CUDA-graph mode: the Session's own timing on a few GPU-sized cases."""
-    rows = []
-    for path, expression in LATENCY_CASES:
-        session = _gpu_session(
-            path,
-            expression or None,
-            timing=True,
-            timing_mode="graph",
-            timing_settings=LATENCY_SETTINGS,
-            ratios=(("cuda", "triton"),),
-        )
-        for case in session.cases[:1]:
-            result = session.run_case(case)
-            if result.timing is None:
-                rows.append({"case": case.id, "error": result.error or "not timed"})
-                continue
-            measured, ratios = result.timing.measurements, result.timing.ratios
-            rows.append(
-                {
-                    "case": case.id,
-                    "status": str(result.status),
-                    **{f"{n}_median_us": round(m.stats.median_us, 2) for n, m in measured.items()},
-                    **{f"{n}_iqr_us": round(m.stats.iqr_us, 2) for n, m in measured.items()},
-                    **{f"{n}_mode": m.mode for n, m in measured.items()},
-                    "ratio_cuda_over_triton": round(ratios[0].median, 3) if ratios else None,
-                }
-            )
-    timed_both = all("cuda_median_us" in r and "triton_median_us" in r for r in rows)
-    return {"ok": bool(rows) and timed_both and all(r.get("status") == "pass" for r in rows), "rows": rows}
+    started = {tool: _start_sanitizer(tool, ids) for tool in ("memcheck", "racecheck")}
+    deadline = time.perf_counter() + SANITIZER_TIMEOUT_S
+    parity = step_parity(out_dir, seconds)
+    sanitizer = {tool: _sanitizer_verdict(s, deadline) for tool, s in started.items()}
+    sanitizer = {"cases": ids, **sanitizer, "ok": all(r["ok"] for r in sanitizer.values())}
+    return {"ok": parity["ok"] and sanitizer["ok"], "parity": parity, "sanitizer": sanitizer}
 
 
 def step_calibration(out_dir: Path, latency: dict[str, Any]) -> dict[str, Any]:
-    """The model against this GPU: each latency case's measured cuda median (CUDA graph) against the model's
-    figure from the emulation's counters; the estimated table constants fitted to those times; written as
-    `calibration.json` in the committed format (commit it as ddbench/model/calibration.json)."""
-    from ddbench.model.calibration import CaseError, fit_constants, measured_entry, with_entry
-    from ddbench.model.gpus import gpu_key_of_device, gpu_spec
-    from ddbench.runner.emulated_counters import emulated_counters
-    from ddbench.runner.model_profiles import CALIBRATION_FILE, calibration_of, model_cases, registers_of
-
-    name = torch.cuda.get_device_name()
-    key = gpu_key_of_device(name)
-    if key is None:
-        return {"ok": False, "unavailable": f"the model has no table for {name}"}
-    gpu = gpu_spec(key)
-    measured = {r["case"]: r["cuda_median_us"] for r in latency.get("rows", []) if "cuda_median_us" in r}
-    cases = [c for path, expression in LATENCY_CASES for c in _cases(path, expression or None)[:1]]
-    cases = [c for c in cases if c.id in measured]
-    if not cases:
-        return {"ok": False, "error": "no case has a measured cuda time to calibrate with"}
-    counters = {c.id: emulated_counters(c, gpu, sanitize=False) for c in cases}  # counted once, refitted
-    registers = registers_of(gpu.arch)
-
-    def modeled_us(spec: Any) -> list[float]:
-        uncalibrated = calibration_of(gpu)
-        profiles = model_cases(
-            cases, spec, uncalibrated, launch_mode="graph", given=counters, registers=registers
-        )
-        return [p.launch.modeled_us for p in profiles.profiles]
-
-    times = [measured[c.id] for c in cases]
-    constants = fit_constants(gpu, times, modeled_us)
-    after = modeled_us(dataclasses.replace(gpu, **constants))
-    errors = [CaseError(c.id, t, m) for c, t, m in zip(cases, times, after, strict=True)]
+    """The model's measured error on the latency cases, written as `calibration.json` (commit it as
+    ddbench/model/calibration.json); ddbench/device/calibrate.py says how."""
     date = datetime.now(timezone.utc).date().isoformat()
-    entry = measured_entry(f"measured on {name}, {date} ({len(cases)} cases)", errors, constants)
-    document = with_entry(json.loads(CALIBRATION_FILE.read_text()), key, entry)
-    write_json_atomic(out_dir / "calibration.json", document)
-    return {"ok": True, "gpu": key, "constants": entry["constants"], "errors": entry["errors"]}
+    return calibrate(
+        torch.cuda.get_device_name(), latency.get("rows", []), out_dir / "calibration.json", date
+    )
 
 
 def main() -> int:
+    started_at = time.perf_counter()
     out_dir = Path(os.environ.get("OUT") or "results/device")
     out_dir.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {
         "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "environment": environment(),
+        "budget_s": BUDGET_S,
         "steps": {},
     }
     path = out_dir / "device-check.json"
@@ -244,15 +222,35 @@ def main() -> int:
         write_json_atomic(path, report)
         print(f"device-check: unavailable: {report['unavailable']}")
         return 3
-    steps: list[tuple[str, Callable[[], dict[str, Any]]]] = [
-        ("build", step_build),
-        ("primitives", step_primitives),
-        ("parity", lambda: step_parity(out_dir)),
-        ("sanitizer", step_sanitizer),
-        ("latency", step_latency),
-        ("calibration", lambda: step_calibration(out_dir, report["steps"].get("latency", {}))),
+
+    def left() -> float:
+        return BUDGET_S - (time.perf_counter() - started_at)
+
+    def parity_seconds() -> float:  # parity before the calibration, which any machine can redo
+        return max(0.0, min(PARITY_DEADLINE_S, left()))
+
+    # (name, step, the seconds it needs left to start: what cannot finish is skipped, saying so)
+    steps: list[tuple[str, Callable[[], dict[str, Any]], float]] = [
+        ("build", step_build, 0),
+        ("primitives", step_primitives, 0),
+        ("ceilings", step_ceilings, 0),
+        ("latency", lambda: step_latency(out_dir, _gpu_session, time.perf_counter() + left()), 1),
+        ("parity+sanitizer", lambda: step_parity_and_sanitizer(out_dir, parity_seconds()), 1),
+        (
+            "calibration",
+            lambda: step_calibration(out_dir, report["steps"].get("latency", {})),
+            CALIBRATION_RESERVE_S,
+        ),
     ]
-    for name, step in steps:
+    for name, step, needs in steps:
+        if left() < needs:
+            why = f"{left():.0f} s of the run's {BUDGET_S:.0f} s left, {needs:.0f} s needed"
+            if name == "calibration":
+                why += "; run `python -m ddbench.device.calibrate device-check.json` on any machine"
+            report["steps"][name] = {"ok": False, "skipped": why}
+            write_json_atomic(path, report)
+            print(f"device-check: {name}: SKIPPED ({why})", flush=True)
+            continue
         start = time.perf_counter()
         try:
             result = step()

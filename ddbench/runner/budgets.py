@@ -19,10 +19,12 @@ def budget_for(
     mode: str | None = None,
     settings: TimingSettings | None = None,
     ratios: Sequence[tuple[str, str]] = (),
+    timed: Sequence[str] = (),
     **setting_overrides: float | None,
 ) -> Budget | None:
-    """`timing`: None times the cases with a budget, True every case, False none. `setting_overrides`:
-    `max_rel_noise` / `max_seconds` given on the command line (None: keep the suite's)."""
+    """`timing`: None times the cases with a budget, True every case, False none. `timed`: only these
+    backends are timed (empty: the budget's own choice). `setting_overrides`: `max_rel_noise` /
+    `max_seconds` given on the command line (None: keep the suite's)."""
     if timing is False or (timing is None and case.budget is None):
         return None
     budget = case.budget or Budget()
@@ -34,4 +36,6 @@ def budget_for(
         for c, b in ratios
         if not any((r.candidate, r.baseline) == (c, b) for r in budget.ratios)
     )
-    return dataclasses.replace(budget, timing=chosen, ratios=budget.ratios + extra)
+    return dataclasses.replace(
+        budget, timing=chosen, ratios=budget.ratios + extra, timed=tuple(timed) or budget.timed
+    )

@@ -59,6 +59,7 @@ class SessionOptions:
     max_rel_noise: float | None = None  # command-line overrides of the suites' timing settings
     max_seconds: float | None = None
     ratios: tuple[tuple[str, str], ...] = ()  # extra candidate/baseline ratios to measure in every timed case
+    timed_backends: tuple[str, ...] = ()  # time only these (the device check: not the references); empty: all
     baseline_file: str | None = None
     device: str | None = None  # e.g. "cuda:1" (a pytest-xdist worker pinned to its GPU)
     diagnose: bool = True
@@ -223,6 +224,7 @@ class Session:
             options.timing_mode,
             options.timing_settings,
             options.ratios,
+            options.timed_backends,
             max_rel_noise=options.max_rel_noise,
             max_seconds=options.max_seconds,
         )

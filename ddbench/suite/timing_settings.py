@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-MODES = ("graph", "plain", "cold-l2")
+MODES = ("graph", "plain", "cold-l2", "graph-cold-l2")
+COLD_MODES = ("cold-l2", "graph-cold-l2")  # the L2 flushed before each sample
+GRAPH_MODES = ("graph", "graph-cold-l2")  # CUDA graphs replayed
 
 
 @dataclass(frozen=True)

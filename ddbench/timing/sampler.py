@@ -18,7 +18,7 @@ from ddbench.timing.clocks import Clock, SmClockMonitor, time_cuda_us, time_host
 from ddbench.timing.graphs import CapturedGraph, capture, check_did_work, verify_call
 from ddbench.timing.l2 import L2Flusher
 from ddbench.timing.measurement import Measurement
-from ddbench.timing.settings import TimingSettings
+from ddbench.timing.settings import COLD_MODES, GRAPH_MODES, TimingSettings
 from ddbench.timing.stats import RatioStats, paired_ratio
 from ddbench.timing.stopping import StoppingRule
 from ddbench.timing.subject import TimingSubject
@@ -38,14 +38,15 @@ class _Timed:
         self.mode = settings.mode if self.on_gpu else "host"
         self.note: str | None = None
         self.graphs: list[CapturedGraph] = []
-        self.flush = L2Flusher(device) if self.on_gpu and self.mode == "cold-l2" else None
-        if self.mode == "graph":
+        self.flush = L2Flusher(device) if self.on_gpu and self.mode in COLD_MODES else None
+        if self.mode in GRAPH_MODES:
             try:
                 self.graphs = [capture(launch) for launch in subject.launches]
             except Exception as err:  # not capturable (host syncs, allocations): time plain launches
+                plain = "cold-l2" if self.flush is not None else "plain"
                 self.mode, self.note = (
-                    "plain",
-                    f"graph capture failed, timed plain: {type(err).__name__}: {err}",
+                    plain,
+                    f"graph capture failed, timed {plain}: {type(err).__name__}: {err}",
                 )
 
     def call(self, index: int) -> Callable[[], object]:

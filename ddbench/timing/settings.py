@@ -7,9 +7,9 @@ import dataclasses
 import math
 
 from ddbench.errors import InputError
-from ddbench.suite.timing_settings import MODES, TimingSettings
+from ddbench.suite.timing_settings import COLD_MODES, GRAPH_MODES, MODES, TimingSettings
 
-__all__ = ["MODES", "TimingSettings", "with_overrides"]
+__all__ = ["COLD_MODES", "GRAPH_MODES", "MODES", "TimingSettings", "with_overrides"]
 
 # The suite schema's bounds (ddbench/suite/schema.json), applied to the command-line overrides too.
 MAX_REL_NOISE_CEILING = 10.0

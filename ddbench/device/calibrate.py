@@ -1,0 +1,92 @@
+"""The model against a GPU's measured times: fit the table's estimated constants, state the error left.
+
+The device check's latency rows give each case's measured cuda median (a CUDA-graph replay on a cold L2, as
+the model models one launch: its unique bytes from DRAM, a graph node's overhead); the emulation's counters
+of the same cases (CPU work, the same on any machine) give the model's figure. The fit starts from the
+datasheet table, never from a committed calibration, so a refit does not build on the last one. The entry
+is written in the committed format (ddbench/model/calibration.json).
+
+    python -m ddbench.device.calibrate DEVICE_CHECK_JSON [OUT_JSON]
+
+redoes the step on any machine from a device run's device-check.json (default output: calibration.json
+beside it), for when the lease ended before the step ran there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ddbench.atomic import write_json_atomic
+from ddbench.device.latency import latency_cases
+from ddbench.model.calibration import UNCALIBRATED, CaseError, fit_constants, measured_entry, with_entry
+from ddbench.model.gpus import GpuSpec, gpu_key_of_device, gpu_spec
+from ddbench.runner.emulated_counters import emulated_counters
+from ddbench.runner.model_profiles import CALIBRATION_FILE, model_cases, registers_of
+
+MEASURED = "cold_cuda_median_us"  # the latency row's figure the model is fitted to
+
+
+def calibrate(
+    device_name: str, rows: Sequence[Mapping[str, Any]], out_file: Path, date: str
+) -> dict[str, Any]:
+    """Fit on the rows with a measured cold-L2 cuda median; write the calibration document to `out_file`."""
+    key = gpu_key_of_device(device_name)
+    if key is None:
+        return {"ok": False, "unavailable": f"the model has no table for {device_name}"}
+    gpu = gpu_spec(key)
+    measured = {r["case"]: r[MEASURED] for r in rows if MEASURED in r}
+    cases = [c for _, c in latency_cases() if c.id in measured]
+    if not cases:
+        return {"ok": False, "error": "no case has a measured cuda time to calibrate with"}
+    counters = {c.id: emulated_counters(c, gpu, sanitize=False) for c in cases}  # counted once, refitted
+    registers = registers_of(gpu.arch)
+
+    def modeled_us(spec: GpuSpec) -> list[float]:
+        profiles = model_cases(
+            cases, spec, UNCALIBRATED, launch_mode="graph", given=counters, registers=registers
+        )
+        return [p.launch.modeled_us for p in profiles.profiles]
+
+    times = [measured[c.id] for c in cases]
+    before = modeled_us(gpu)
+    constants = fit_constants(gpu, times, modeled_us)
+    after = modeled_us(dataclasses.replace(gpu, **constants))
+    errors = [CaseError(c.id, t, m) for c, t, m in zip(cases, times, after, strict=True)]
+    entry = measured_entry(f"measured on {device_name}, {date} ({len(cases)} cases)", errors, constants)
+    document = with_entry(json.loads(CALIBRATION_FILE.read_text()), key, entry)
+    write_json_atomic(out_file, document)
+    return {
+        "ok": True,
+        "gpu": key,
+        "constants": entry["constants"],
+        "errors": entry["errors"],
+        "uncalibrated_modeled_us": {c.id: round(m, 3) for c, m in zip(cases, before, strict=True)},
+    }
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) not in (1, 2):
+        print("usage: python -m ddbench.device.calibrate DEVICE_CHECK_JSON [OUT_JSON]", file=sys.stderr)
+        return 2
+    source = Path(argv[0])
+    try:
+        report = json.loads(source.read_text())
+        device = report["environment"]["device"]["name"]
+        rows = report["steps"]["latency"]["rows"]
+        date = report["started"][:10]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        print(f"{source}: not a device check's report with latency rows: {err}", file=sys.stderr)
+        return 2
+    out = Path(argv[1]) if len(argv) == 2 else source.with_name("calibration.json")
+    result = calibrate(device, rows, out, date)
+    print(json.dumps(result, indent=1))
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
