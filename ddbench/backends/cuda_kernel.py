@@ -14,7 +14,7 @@ from ddbench.backends.protocol import Availability, Capabilities, Launch
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.build import nvcc_available
 from ddbench.kernel.launch import prepare_launch
-from ddbench.kernel.plan import dram_pace_of
+from ddbench.kernel.plan import LaunchPlan, dram_pace_of
 
 
 class CudaKernelBackend:
@@ -22,11 +22,17 @@ class CudaKernelBackend:
     capabilities = Capabilities(lse=True)
 
     def __init__(
-        self, ctas: int | None = None, whole_row_tiles: bool | None = None, row_groups: int | None = None
+        self,
+        ctas: int | None = None,
+        whole_row_tiles: bool | None = None,
+        row_groups: int | None = None,
+        cluster: int | None = None,
     ) -> None:
         self.ctas = ctas  # None: the plan's own choice (ddbench/kernel/plan.py)
         self.whole_row_tiles = whole_row_tiles
         self.row_groups = row_groups
+        self.cluster = cluster  # CTAs per cluster; None: the plan's (clusters from sm_90 only)
+        self.last_plan: LaunchPlan | None = None  # the latest `prepare`'s (the device check's sweep)
         self._extension: ModuleType | None = None
         self._problem: str | None = None
 
@@ -69,12 +75,14 @@ class CudaKernelBackend:
         }
         # Thread-block clusters from sm_90, as long as the GPU runs all of them at once: a cluster's CTAs
         # need SMs of one GPC, and the plan's one wave must stay one.
-        launch = prepare_launch(inputs, cluster=None if device.major >= 9 else 1, **plan_options)
+        cluster = self.cluster if device.major >= 9 else 1
+        launch = prepare_launch(inputs, cluster=cluster, **plan_options)
         plan = launch.plan
         if plan.cluster > 1 and plan.ctas // plan.cluster > extension.max_active_clusters(
             plan.cluster, plan.row_groups
         ):
             launch = prepare_launch(inputs, cluster=1, **plan_options)
+        self.last_plan = launch.plan
         k, out = launch.kernel, launch.out
         empty = torch.empty(0, dtype=torch.float32, device=inputs.device)
         arguments = (

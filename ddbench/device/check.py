@@ -31,8 +31,11 @@ import torch
 from ddbench.atomic import write_json_atomic
 from ddbench.backends import get_backend
 from ddbench.backends.registry import BUILTINS
+from ddbench.device.bundle import bundle
 from ddbench.device.calibrate import calibrate
 from ddbench.device.latency import step_latency
+from ddbench.device.ncu import step_ncu
+from ddbench.device.plan_sweep import SWEEP_SUITE, step_plan_sweep
 from ddbench.device.prebuild import build_all
 from ddbench.environment import environment
 from ddbench.inputs.suite_file import load_suite_file
@@ -51,7 +54,10 @@ PARITY_SUITES = (
 SANITIZER_CASES = ("suites/kernel-parity.json", "q1 and p500", "ragged and ddtree", "long and p16384")
 PARITY_DEADLINE_S = 240
 SANITIZER_TIMEOUT_S = 200
-BUDGET_S = float(os.environ.get("DDBENCH_DEVICE_BUDGET_S", "480"))
+# issue 11's shapes under Nsight Compute: short and long prefixes, a big tree, many heads
+NCU_CASES = (SWEEP_SUITE, "q9-p4096", "q9-p32768", "q65-p4096", "dsv3")
+BUDGET_S = float(os.environ.get("DDBENCH_DEVICE_BUDGET_S", "600"))
+STEPS = os.environ.get("DDBENCH_DEVICE_STEPS")  # comma-separated: run only these steps (and the build)
 CALIBRATION_RESERVE_S = 60  # the calibration's emulated counters, on the GPU machine's CPUs
 
 
@@ -73,6 +79,10 @@ def _gpu_session(path: str, expression: str | None, **options: Any) -> Session:
     return Session(
         SessionOptions(suites=(path,), filter_expr=expression, backends=backends, device="cuda", **options)
     )
+
+
+def _first_ids(path: str, *expressions: str) -> list[str]:
+    return [_cases(path, e)[0].id for e in expressions]
 
 
 def step_build() -> dict[str, Any]:
@@ -103,11 +113,13 @@ def step_ceilings() -> dict[str, Any]:
     return {"ok": True, "copy_gbs": round(2 * 2**31 / median / 1e9, 1), "samples": len(times) - 2}
 
 
-def step_primitives() -> dict[str, Any]:
-    from ddbench.device.fragments import compare, random_probe_data, run_emulated, run_hardware
+def step_primitives(out_dir: Path) -> dict[str, Any]:
+    from ddbench.device.fragments import compare, random_probe_data, run_emulated, run_hardware, save_raw
 
     data = random_probe_data(trials=256, seed=11)
-    return compare(run_emulated(data), run_hardware(data))
+    emulated, hardware = run_emulated(data), run_hardware(data)
+    save_raw(out_dir / "fragments.pt", data, emulated, hardware)
+    return compare(data, emulated, hardware)
 
 
 def step_parity(out_dir: Path, seconds: float) -> dict[str, Any]:
@@ -134,6 +146,7 @@ def step_parity(out_dir: Path, seconds: float) -> dict[str, Any]:
                     key = f"{pair.candidate} vs {pair.against}"
                     worst = summary["worst_max_row_ulp"].get(key, 0.0)
                     summary["worst_max_row_ulp"][key] = max(worst, pair.figures.max_row_ulp)
+    bundle(out_dir, [f"parity-{Path(path).stem}.json" for path, _ in PARITY_SUITES], "parity.zip")
     # Cut short by the deadline, or nothing judged in a suite, is not ok: only a passed verdict everywhere.
     summary["ok"] = not summary["failures"] and all(
         s["verdict"] == "passed" for s in summary["suites"].values()
@@ -167,6 +180,17 @@ def _start_sanitizer(tool: str, case_ids: list[str]) -> subprocess.Popen[str] | 
     )
 
 
+# memcheck ends "ERROR SUMMARY: 0 errors"; racecheck "RACECHECK SUMMARY: 0 hazards displayed (0 errors, ...)"
+_SUMMARY = re.compile(
+    r"ERROR SUMMARY: (\d+) errors?|RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?"
+)
+
+
+def sanitizer_errors(output: str) -> list[int]:
+    """The error counts of every summary line compute-sanitizer printed (none: it did not finish)."""
+    return [int(a or b) for a, b in _SUMMARY.findall(output)]
+
+
 def _sanitizer_verdict(started: subprocess.Popen[str] | str, deadline: float) -> dict[str, Any]:
     if isinstance(started, str):
         return {"ok": False, "unavailable": started}
@@ -176,7 +200,7 @@ def _sanitizer_verdict(started: subprocess.Popen[str] | str, deadline: float) ->
         started.kill()
         output, _ = started.communicate()
         return {"ok": False, "error": f"timed out after {SANITIZER_TIMEOUT_S} s", "tail": output[-3000:]}
-    errors = [int(n) for n in re.findall(r"ERROR SUMMARY: (\d+) error", output)]
+    errors = sanitizer_errors(output)
     return {
         "ok": started.returncode == 0 and bool(errors) and not any(errors),
         "returncode": started.returncode,
@@ -187,8 +211,7 @@ def _sanitizer_verdict(started: subprocess.Popen[str] | str, deadline: float) ->
 
 def step_parity_and_sanitizer(out_dir: Path, seconds: float) -> dict[str, Any]:
     """Parity of the suites while memcheck and racecheck run beside it: neither times anything."""
-    path, *expressions = SANITIZER_CASES
-    ids = [_cases(path, e)[0].id for e in expressions]
+    ids = _first_ids(*SANITIZER_CASES)
     started = {tool: _start_sanitizer(tool, ids) for tool in ("memcheck", "racecheck")}
     deadline = time.perf_counter() + SANITIZER_TIMEOUT_S
     parity = step_parity(out_dir, seconds)
@@ -232,17 +255,22 @@ def main() -> int:
     # (name, step, the seconds it needs left to start: what cannot finish is skipped, saying so)
     steps: list[tuple[str, Callable[[], dict[str, Any]], float]] = [
         ("build", step_build, 0),
-        ("primitives", step_primitives, 0),
+        ("primitives", lambda: step_primitives(out_dir), 0),
         ("ceilings", step_ceilings, 0),
         ("latency", lambda: step_latency(out_dir, _gpu_session, time.perf_counter() + left()), 1),
         ("parity+sanitizer", lambda: step_parity_and_sanitizer(out_dir, parity_seconds()), 1),
+        ("sweep", step_plan_sweep, 30),
+        ("ncu", lambda: step_ncu(out_dir, NCU_CASES[0], _first_ids(*NCU_CASES), left()), 60),
         (
             "calibration",
             lambda: step_calibration(out_dir, report["steps"].get("latency", {})),
             CALIBRATION_RESERVE_S,
         ),
     ]
+    chosen = {"build", *STEPS.split(",")} if STEPS else {name for name, _, _ in steps}
     for name, step, needs in steps:
+        if name not in chosen:
+            continue
         if left() < needs:
             why = f"{left():.0f} s of the run's {BUDGET_S:.0f} s left, {needs:.0f} s needed"
             if name == "calibration":

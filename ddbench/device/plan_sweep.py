@@ -1,0 +1,78 @@
+"""The launch plan against the hardware: the kernel timed at other CTA counts, row widths and clusters.
+
+`ddbench/kernel/plan.py` picks a launch from the model's figures. On a GPU the same cases are timed at the
+plan's choice and beside it (interleaved, CUDA-graph replays on a cold L2, as serving meets a layer), so a
+plan that the hardware disagrees with shows as a faster neighbour. Every variant's output is compared with
+the plan's own (the same attention, another split of the work).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from ddbench.backends.cuda_kernel import CudaKernelBackend
+from ddbench.inputs import generate_inputs
+from ddbench.inputs.suite_file import load_suite_file
+from ddbench.runner.timing import measure_backends
+from ddbench.suite.select import case_filter
+from ddbench.timing.settings import TimingSettings
+
+SWEEP_SUITE = "suites/model-report.json"
+SWEEP_CASES = ("q9-p4096", "q9-p32768", "q9-p131072", "q65-p4096", "bs16", "dsv3")
+SETTINGS = TimingSettings(mode="graph-cold-l2", max_seconds=1.5, target_rel_noise=0.02, input_sets=1)
+CTA_FACTORS = (1, 2, 4, 8, 16, 32)  # CTAs per row tile, beside the plan's choice
+
+
+def variants(row_tiles: int, sms: int) -> Iterator[tuple[str, CudaKernelBackend]]:
+    """The plan, then whole row tiles, then balanced ranges over more CTAs, 32-row tiles, clusters."""
+    yield "plan", CudaKernelBackend()
+    yield "whole", CudaKernelBackend(whole_row_tiles=True)
+    counts = sorted({row_tiles * f for f in CTA_FACTORS} | {sms, 2 * sms})
+    for ctas in counts:
+        if row_tiles < ctas <= 4 * sms:
+            yield f"ctas={ctas}", CudaKernelBackend(ctas=ctas)
+    yield "rows=32", CudaKernelBackend(row_groups=2)
+    per_wave = sms // (8 * row_tiles) * 8 * row_tiles  # every row tile in clusters of 8, one wave
+    if per_wave:
+        yield f"ctas={per_wave},cluster=8", CudaKernelBackend(ctas=per_wave, cluster=8)
+
+
+def _sweep_case(case: Any) -> dict[str, Any]:
+    inputs = generate_inputs(case, "cuda")
+    plan_backend = CudaKernelBackend()
+    reference = plan_backend.run(inputs).float().clone()
+    row_tiles = plan_backend.last_plan.row_tiles * case.batch_size if plan_backend.last_plan else 1
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    backends: dict[str, CudaKernelBackend] = {}
+    checks: dict[str, Any] = {}
+    for name, backend in variants(row_tiles, sms):
+        try:
+            out = backend.run(inputs).float()
+        except Exception as err:  # a shape this plan refuses (e.g. CTAs not a multiple of the cluster)
+            checks[name] = {"error": f"{type(err).__name__}: {err}"}
+            continue
+        error = float((out - reference).abs().max() / reference.abs().max().clamp_min(1e-30))
+        checks[name] = {"plan": vars(backend.last_plan) if backend.last_plan else None, "max_rel": error}
+        backends[name] = backend
+    measured, _ = measure_backends(backends, [inputs], SETTINGS)
+    for name, m in measured.items():
+        checks[name] |= {"median_us": round(m.stats.median_us, 2), "rel_noise": round(m.stats.rel_noise, 4)}
+    best = min(measured, key=lambda n: measured[n].stats.median_us)
+    ok = all(c["max_rel"] < 2**-6 for c in checks.values() if "max_rel" in c)
+    return {"case": case.id, "variants": checks, "fastest": best, "outputs_agree": ok}
+
+
+def step_plan_sweep() -> dict[str, Any]:
+    cases = load_suite_file(SWEEP_SUITE).cases
+    rows = []
+    for label in SWEEP_CASES:
+        keep = case_filter(label)
+        (case,) = [c for c in cases if keep(c)][:1]
+        try:
+            rows.append(_sweep_case(case))
+        except Exception as err:  # one case's failure is its row, not the step's end
+            rows.append({"case": case.id, "error": f"{type(err).__name__}: {err}"})
+    return {"ok": all(r.get("outputs_agree") for r in rows), "rows": rows}
