@@ -725,10 +725,6 @@ DDK_DEVICE int parts_before(const VerifyParams& p, int64_t c, int64_t first, int
 
 // The final merge's list of the row tile's parts' slots in CTA order, built by the whole CTA in the stages
 // (free by then), each CTA's at its place (parts_before), so that each row's loops read only the parts.
-// Parts a merge loads at once: one part at a time, a merge of many parts is a chain of round trips (the
-// H200, 2026-12-04, under ncu: bs1 q9 p32k's combine, 66 parts a row, 64 µs of stalls on each part's load).
-// Each batch's loads are issued together, then added in CTA order: the same arithmetic, the same bits.
-constexpr int kMergeBatch = 8;
 constexpr int kMaxListedCtas = kStages * kStageBytes / 4;  // 18,688: the launchers refuse a larger split grid
 
 // Row m of a row tile merged from its n parts (`listed`: their slots in CTA order) with the combine's
@@ -739,39 +735,20 @@ DDK_DEVICE float gather_listed_parts(const VerifyParams& p, const int* listed, i
                                      float (&acc)[4], float& weight_sum) {
   const int block_m = kGroupRows * p.row_groups, quarter = position / kColSlice;
   float best = kNegInf;
-  for (int i0 = 0; i0 < n; i0 += kMergeBatch) {
-    float lse[kMergeBatch];
-#pragma unroll
-    for (int i = 0; i < kMergeBatch; ++i) {
-      lse[i] = kNegInf;
-      if (i0 + i >= n) continue;
-      const int64_t part = static_cast<int64_t>(ddk::ld_shared(listed + i0 + i)) * block_m + m;
-      lse[i] = ddk::ld_global_cg(p.ws_lse + part);
-    }
-#pragma unroll
-    for (int i = 0; i < kMergeBatch; ++i) best = fmaxf(best, lse[i]);
+  for (int i = 0; i < n; ++i) {
+    const int64_t part = static_cast<int64_t>(ddk::ld_shared(listed + i)) * block_m + m;
+    best = fmaxf(best, ddk::ld_global_cg(p.ws_lse + part));
   }
   const float base = best == kNegInf ? 0.f : best;
-  for (int i0 = 0; i0 < n; i0 += kMergeBatch) {
-    float lse[kMergeBatch], unit[kMergeBatch];
-    Half4 v[kMergeBatch];
+  for (int i = 0; i < n; ++i) {
+    const int64_t part = static_cast<int64_t>(ddk::ld_shared(listed + i)) * block_m + m;
+    const float w = ddk::fast_exp2(ddk::ld_global_cg(p.ws_lse + part) - base);  // an empty part has lse -inf
+    weight_sum += w;
     // loaded whatever the weight, so that the loads do not depend on the data (a sampled launch counts them
     // exactly); added only where the weight is not 0, as the combine does
-#pragma unroll
-    for (int i = 0; i < kMergeBatch; ++i) {
-      if (i0 + i >= n) continue;
-      const int64_t part = static_cast<int64_t>(ddk::ld_shared(listed + i0 + i)) * block_m + m;
-      lse[i] = ddk::ld_global_cg(p.ws_lse + part);
-      v[i] = ddk::ld_global_cg(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
-      unit[i] = ddk::ld_global_cg(p.ws_scale + (part * kPartQuarters + quarter));
-    }
-#pragma unroll
-    for (int i = 0; i < kMergeBatch; ++i) {
-      if (i0 + i >= n) continue;
-      const float w = ddk::fast_exp2(lse[i] - base);  // an empty part has lse -inf
-      weight_sum += w;
-      if (w != 0.f) add_part(acc, w * unit[i], v[i]);
-    }
+    const Half4 v = ddk::ld_global_cg(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
+    const float unit = ddk::ld_global_cg(p.ws_scale + (part * kPartQuarters + quarter));
+    if (w != 0.f) add_part(acc, w * unit, v);
   }
   return base;
 }
@@ -1031,15 +1008,9 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
     return;  // one cluster merged the whole row tile into the output
 
   float best = kNegInf;
-  for (int64_t c0 = first; c0 <= last; c0 += kMergeBatch) {
-    float lse[kMergeBatch];
-#pragma unroll
-    for (int i = 0; i < kMergeBatch; ++i) {
-      const int64_t slot = c0 + i <= last ? part_slot(p, c0 + i, first, units, unit0, tiles) : -1;
-      lse[i] = slot >= 0 ? ddk::ld_global(p.ws_lse + (slot * block_m + m)) : kNegInf;
-    }
-#pragma unroll
-    for (int i = 0; i < kMergeBatch; ++i) best = fmaxf(best, lse[i]);
+  for (int64_t c = first; c <= last; ++c) {
+    const int64_t slot = part_slot(p, c, first, units, unit0, tiles);
+    if (slot >= 0) best = fmaxf(best, ddk::ld_global(p.ws_lse + (slot * block_m + m)));
   }
   const float base = best == kNegInf ? 0.f : best;
   float weight_sum = 0.f;
@@ -1047,29 +1018,16 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   const int t = ddk::thread_idx_x(), half = t / kCombineHalf;
   const int position = t % kCombineHalf * 4, quarter = position / kColSlice;
   int busy = 0;  // parts seen so far: half h merges those with busy % 2 == h
-  for (int64_t c0 = first; c0 <= last; c0 += kMergeBatch) {
-    int64_t part[kMergeBatch];
-    float lse[kMergeBatch], unit[kMergeBatch];
-    Half4 v[kMergeBatch];
-#pragma unroll
-    for (int i = 0; i < kMergeBatch; ++i) {
-      const int64_t slot = c0 + i <= last ? part_slot(p, c0 + i, first, units, unit0, tiles) : -1;
-      part[i] = slot >= 0 && busy++ % p.combine_halves == half ? slot * block_m + m : -1;
-    }
-#pragma unroll
-    for (int i = 0; i < kMergeBatch; ++i) {  // every part's loads of the batch, then their sums in order
-      if (part[i] < 0) continue;
-      lse[i] = ddk::ld_global(p.ws_lse + part[i]);
-      v[i] = ddk::ld_global(reinterpret_cast<const Half4*>(p.ws_o + (part[i] * kDimV + position)));
-      unit[i] = ddk::ld_global(p.ws_scale + (part[i] * kPartQuarters + quarter));
-    }
-#pragma unroll
-    for (int i = 0; i < kMergeBatch; ++i) {
-      if (part[i] < 0) continue;
-      const float w = ddk::fast_exp2(lse[i] - base);  // an empty part has lse -inf
-      weight_sum += w;
-      if (w != 0.f) add_part(acc, w * unit[i], v[i]);  // w times 2^k
-    }
+  for (int64_t c = first; c <= last; ++c) {
+    const int64_t slot = part_slot(p, c, first, units, unit0, tiles);
+    if (slot < 0) continue;
+    if (busy++ % p.combine_halves != half) continue;
+    const int64_t part = slot * block_m + m;
+    const float w = ddk::fast_exp2(ddk::ld_global(p.ws_lse + part) - base);  // an empty part has lse -inf
+    weight_sum += w;
+    if (w == 0.f) continue;
+    const Half4 v = ddk::ld_global(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
+    add_part(acc, w * ddk::ld_global(p.ws_scale + (part * kPartQuarters + quarter)), v);  // w times 2^k
   }
   if (p.combine_halves == 2) {  // uniform over the CTA
     float* other = reinterpret_cast<float*>(ddk::dynamic_smem());  // [5][kCombineHalf]: half 1's sums
