@@ -37,6 +37,13 @@ class GpuSpec:
     max_ctas_per_sm: int
     smem_wavefronts_per_clk: float = 1.0  # 32 banks x 4 B: one wavefront per cycle per SM
     issue_per_clk: float = SUBPARTITIONS_PER_SM
+    # SASS warp instructions the GPU issues per ddk primitive the emulation counts (the index arithmetic,
+    # softmax, conversions and loop control it does not see), by kernel. Measured by ncu on the H200 (sm_90),
+    # 2026-12-04, against the emulation's counts of the same launches: the verify kernel 7.15-7.50 on the long
+    # launches of suites/model-report.json (9.6 with a cluster's final merge), the combine 18-41 (part_slot's
+    # 64-bit divisions). An estimate for sm_120: the same source, the same instruction classes.
+    verify_instructions_per_counted: float = 7.3
+    combine_instructions_per_counted: float = 26.0
     launch_overhead_us: float = 2.5  # a stream launch, seen between back-to-back kernels (estimate)
     graph_node_us: float = 1.0  # a kernel node of a replayed CUDA graph (estimate)
     # Distributed shared memory (sm_90+, estimates): published Hopper microbenchmarks give the SM-to-SM

@@ -14,6 +14,7 @@ The launch adds a fixed overhead per kernel. Every figure is *modeled*.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 from collections.abc import Mapping
@@ -266,6 +267,28 @@ def model_kernel(kernel: KernelCounters, gpu: GpuSpec, registers: int | None) ->
     )
 
 
+def with_sass_instructions(kernel: KernelCounters, gpu: GpuSpec) -> KernelCounters:
+    """The emulation counts only the ddk primitives a kernel calls; the GPU issues several SASS instructions
+    for each (GpuSpec.*_instructions_per_counted, measured by ncu): the issue cost is of those."""
+    ratio = {
+        "verify": gpu.verify_instructions_per_counted,
+        "combine": gpu.combine_instructions_per_counted,
+    }.get(kernel.name, 1.0)
+    if ratio == 1.0:
+        return kernel
+    shapes = tuple(
+        dataclasses.replace(
+            shape,
+            phases=tuple(
+                dataclasses.replace(ph, warp_instructions=round(ph.warp_instructions * ratio))
+                for ph in shape.phases
+            ),
+        )
+        for shape in kernel.shapes
+    )
+    return dataclasses.replace(kernel, shapes=shapes)
+
+
 def model_launch(
     counters: Mapping[str, Any],
     gpu: GpuSpec,
@@ -290,7 +313,7 @@ def model_launch(
         regs = (registers or {}).get(kernel.name)
         if regs is None:
             notes.append(f"{kernel.name}: registers per thread unknown, occupancy ignores them")
-        models.append(model_kernel(kernel, gpu, regs))
+        models.append(model_kernel(with_sass_instructions(kernel, gpu), gpu, regs))
     per_kernel = gpu.launch_overhead_us if launch_mode == "stream" else gpu.graph_node_us
     return LaunchModel(
         gpu=gpu.key,
