@@ -1,4 +1,4 @@
-"""The calibration document: the committed one is uncalibrated, a fitted one changes the constants."""
+"""The calibration document: the committed one fits the H200 only; a fitted one changes the constants."""
 
 from __future__ import annotations
 
@@ -8,18 +8,22 @@ from pathlib import Path
 import pytest
 
 from ddbench.errors import InputError
-from ddbench.model.calibration import UNCALIBRATED, UNCALIBRATED_LABEL, calibration_for
+from ddbench.model.calibration import FITTED, UNCALIBRATED, UNCALIBRATED_LABEL, calibration_for
 from ddbench.model.gpus import GPUS, RTX_PRO_6000
 
 COMMITTED = Path(__file__).resolve().parents[1] / "ddbench" / "model" / "calibration.json"
 
 
-def test_the_committed_calibration_says_uncalibrated_for_every_gpu():
+def test_the_committed_calibration_is_the_h200s_measured_one_and_no_other_gpus():
     doc = json.loads(COMMITTED.read_text())
     for key in GPUS:
         cal = calibration_for(doc, key, str(COMMITTED))
-        assert cal is UNCALIBRATED and cal.label == UNCALIBRATED_LABEL
-        assert "uncalibrated" in cal.error_band
+        if key != "h200":
+            assert cal is UNCALIBRATED and cal.label == UNCALIBRATED_LABEL
+            assert "uncalibrated" in cal.error_band
+    h200 = calibration_for(doc, "h200", str(COMMITTED))
+    assert h200.label.startswith("measured on NVIDIA H200") and len(h200.errors) == 13
+    assert h200.error_band.endswith("over 13 measured cases") and set(h200.constants) <= set(FITTED)
 
 
 def _doc(entry):

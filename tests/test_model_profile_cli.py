@@ -133,9 +133,10 @@ def test_a_profile_from_given_counters_is_labelled_modeled_everywhere(inputs):
         str(out / "p.png"),
     )
     assert result.exit_code == 0, result.output
-    assert "modeled" in result.output and "uncalibrated: datasheet values" in result.output
+    assert "modeled" in result.output and "measured on NVIDIA H200" in result.output
     doc = json.loads((out / "p.json").read_text())
-    assert doc["kind"] == "model" and doc["calibration"] == "uncalibrated: datasheet values"
+    assert doc["kind"] == "model" and doc["calibration"].startswith("measured on NVIDIA H200")
+    assert doc["model_error"].endswith("over 13 measured cases")
     assert doc["gpu"]["key"] == "h200"
     assert [c["case"] for c in doc["cases"]] == [c.id for c in cases]
     time_keys = {k for k in _keys(doc, set()) if k.endswith("_us")}

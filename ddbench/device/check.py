@@ -1,15 +1,16 @@
 """The device script (`make device-check`): everything that needs a GPU, in one run of a few minutes.
 
 Steps, most telling first, since a lease can end mid-run: build the kernel, its fragment probe and the
-emulation at once; the emulated warp primitives against the hardware's; a latency table cuda vs triton
-(CUDA graphs) on issue 11's target shapes and a few serving cases, each judged for parity first; the
-baselines of those cases ($OUT/baseline-<suite>.json, to commit as baselines/<gpu>/<suite>.json); parity of
-cuda vs triton vs the references on the smoke suite, the kernel suite and a GPU-sized subset, while the
-sanitizer's memcheck and racecheck run beside it; the model's measured error on the latency cases
-($OUT/calibration.json, to commit as ddbench/model/calibration.json; `--calibrate FILE` redoes it from a
-device-check.json on any machine, the counters being the CPU emulation's). Each step's result is written to
-$OUT/device-check.json (or results/device/) as soon as it ends, so a timeout keeps what finished.
-`DDBENCH_DEVICE_BUDGET_S` (default 480) is the whole run's time: steps past it are skipped, saying so.
+emulation at once; the emulated warp primitives against the hardware's; the DRAM copy rate; a latency
+table cuda vs triton (CUDA graphs, warm and on a cold L2) on issue 11's target shapes and a few serving
+cases, each judged for parity first, and the baselines of those cases ($OUT/baseline-<suite>.json, to commit
+as baselines/<gpu>/<suite>.json); parity of cuda vs triton vs the references on the smoke suite, the kernel
+suite and a GPU-sized subset, while the sanitizer's memcheck and racecheck run beside it; the plan swept
+(plan_sweep.py); Nsight Compute on four shapes (ncu.py); the model's measured error on the latency cases
+($OUT/calibration.json, to commit as ddbench/model/calibration.json; calibrate.py redoes it on any machine
+from a device-check.json). Each step's result is written to $OUT/device-check.json (or results/device/) as
+soon as it ends, so a timeout keeps what finished. `DDBENCH_DEVICE_BUDGET_S` (default 600) is the whole
+run's time: steps past it are skipped, saying so; `DDBENCH_DEVICE_STEPS` (comma-separated) runs only those.
 """
 
 from __future__ import annotations

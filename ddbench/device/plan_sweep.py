@@ -17,6 +17,7 @@ from ddbench.backends.cuda_kernel import CudaKernelBackend
 from ddbench.inputs import generate_inputs
 from ddbench.inputs.suite_file import load_suite_file
 from ddbench.runner.timing import measure_backends
+from ddbench.suite import Case
 from ddbench.suite.select import case_filter
 from ddbench.timing.settings import TimingSettings
 
@@ -40,7 +41,7 @@ def variants(row_tiles: int, sms: int) -> Iterator[tuple[str, CudaKernelBackend]
         yield f"ctas={per_wave},cluster=8", CudaKernelBackend(ctas=per_wave, cluster=8)
 
 
-def _sweep_case(case: Any) -> dict[str, Any]:
+def _sweep_case(case: Case) -> dict[str, Any]:
     inputs = generate_inputs(case, "cuda")
     plan_backend = CudaKernelBackend()
     reference = plan_backend.run(inputs).float().clone()
