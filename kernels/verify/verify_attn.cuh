@@ -563,15 +563,6 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     // Full S (the four quarters summed in a fixed order, so every warp of the group agrees bit for bit),
     // scaled into the exp2 domain and masked.
     float s[4][4];
-    float tile_max[2] = {kNegInf, kNegInf};
-    const int first_word = first_mask_word(g, tile);
-    // The staged mask words of this lane's two rows, read once in a tile that holds draft keys (a branch
-    // uniform over the CTA); prefix keys are visible to every row.
-    uint32_t words[2][2] = {{~0u, ~0u}, {~0u, ~0u}};
-    if (tile * kBlockN + kBlockN > g.prefix)
-      for (int h = 0; h < 2; ++h)
-        for (int w = 0; w < 2; ++w)
-          words[h][w] = ddk::ld_shared(mask_words + (mask_buffer(p, it) + mask_slot(group * 16 + lr + 8 * h, w)));
     for (int n = 0; n < 4; ++n)
       for (int h = 0; h < 2; ++h) {
         const int at = partial_at(lr + 8 * h, n * 8 + 2 * lc);
@@ -582,16 +573,32 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
           v[0] += part.x;
           v[1] += part.y;
         }
-        for (int e = 0; e < 2; ++e) {
-          float x = v[e] * p.scale_log2;
-          const int key = tile * kBlockN + n * 8 + 2 * lc + e, j = key - g.prefix;  // j < 0: a prefix key
-          const uint32_t word = (j >> 5) - first_word > 0 ? words[h][1] : words[h][0];
-          // (rows past the end see no drafts: their mask words are 0)
-          if (key >= g.keys || (j >= 0 && !((word >> (j & 31)) & 1u))) x = kNegInf;
-          s[n][2 * h + e] = x;
-          tile_max[h] = x > tile_max[h] ? x : tile_max[h];
-        }
+        s[n][2 * h] = v[0] * p.scale_log2;
+        s[n][2 * h + 1] = v[1] * p.scale_log2;
       }
+    // Keys past the request's end and draft keys a row does not see are masked in a tile that holds draft
+    // keys, with the staged mask words of this lane's two rows; a tile of prefix keys (a branch uniform over
+    // the CTA) is visible to every row and skips the test of each score: on the H200 the tile loop is bound
+    // by the instructions it issues (ncu: 7 a counted primitive), and nearly every tile is of the prefix.
+    if (tile * kBlockN + kBlockN > g.prefix) {
+      const int first_word = first_mask_word(g, tile);
+      uint32_t words[2][2];
+      for (int h = 0; h < 2; ++h)
+        for (int w = 0; w < 2; ++w)
+          words[h][w] = ddk::ld_shared(mask_words + (mask_buffer(p, it) + mask_slot(group * 16 + lr + 8 * h, w)));
+      for (int n = 0; n < 4; ++n)
+        for (int h = 0; h < 2; ++h)
+          for (int e = 0; e < 2; ++e) {
+            const int key = tile * kBlockN + n * 8 + 2 * lc + e, j = key - g.prefix;  // j < 0: a prefix key
+            const uint32_t word = (j >> 5) - first_word > 0 ? words[h][1] : words[h][0];
+            // (rows past the end see no drafts: their mask words are 0)
+            if (key >= g.keys || (j >= 0 && !((word >> (j & 31)) & 1u))) s[n][2 * h + e] = kNegInf;
+          }
+    }
+    float tile_max[2] = {kNegInf, kNegInf};
+    for (int n = 0; n < 4; ++n)
+      for (int h = 0; h < 2; ++h)
+        for (int e = 0; e < 2; ++e) tile_max[h] = s[n][2 * h + e] > tile_max[h] ? s[n][2 * h + e] : tile_max[h];
     float scale_old[2], use_max[2];
     for (int h = 0; h < 2; ++h) {
       tile_max[h] = fmaxf(tile_max[h], ddk::shfl_xor(tile_max[h], 1));
