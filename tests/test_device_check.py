@@ -159,20 +159,28 @@ def test_calibration_step_writes_the_models_measured_error(tmp_path, monkeypatch
 
     case = latency.latency_cases()[0][1]
     monkeypatch.setattr(check.torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
-    result = check.step_calibration(tmp_path, {"rows": [{"case": case.id, "cold_cuda_median_us": 12.5}]})
+    row = {"case": case.id, "cold_cuda_median_us": 12.5, "cold_triton_median_us": 30.0}
+    result = check.step_calibration(tmp_path, {"rows": [row]})
     assert result["ok"] and result["gpu"] == "h200"
     assert result["uncalibrated_modeled_us"][case.id] > 0
+    (triton,) = result["triton_errors"]  # one case: the fitted scale makes the Triton model meet it
+    assert triton["measured_us"] == 30.0 and triton["modeled_us"] == pytest.approx(30.0, rel=1e-3)
     document = json.loads((tmp_path / "calibration.json").read_text())
     calibration = calibration_for(document, "h200", "calibration.json")
     (error,) = calibration.errors
     assert error.case == case.id and error.measured_us == 12.5 and error.modeled_us > 0
-    assert set(calibration.constants) <= {
-        "dram_latency_us",
-        "l2_latency_us",
-        "l2_gbs",
-        "graph_node_us",
-        "issue_per_clk",
-    }
+    assert (
+        set(calibration.constants)
+        <= {
+            "dram_latency_us",
+            "l2_latency_us",
+            "l2_gbs",
+            "graph_node_us",
+            "issue_per_clk",
+            "triton_time_scale",
+        }
+        and "triton_time_scale" in calibration.constants
+    )
     assert (
         calibration.label.startswith("measured on NVIDIA H200")
         and "over 1 measured cases" in calibration.error_band

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,10 +26,12 @@ from ddbench.atomic import write_json_atomic
 from ddbench.device.latency import latency_cases
 from ddbench.model.calibration import UNCALIBRATED, CaseError, fit_constants, measured_entry, with_entry
 from ddbench.model.gpus import GpuSpec, gpu_key_of_device, gpu_spec
+from ddbench.model.profile import CaseProfile
 from ddbench.runner.emulated_counters import emulated_counters
 from ddbench.runner.model_profiles import CALIBRATION_FILE, model_cases, registers_of
 
 MEASURED = "cold_cuda_median_us"  # the latency row's figure the model is fitted to
+TRITON_MEASURED = "cold_triton_median_us"  # and the Triton model's scale
 
 
 def calibrate(
@@ -46,27 +49,61 @@ def calibrate(
     counters = {c.id: emulated_counters(c, gpu, sanitize=False) for c in cases}  # counted once, refitted
     registers = registers_of(gpu.arch)
 
-    def modeled_us(spec: GpuSpec) -> list[float]:
-        profiles = model_cases(
+    def profiles(spec: GpuSpec) -> list[CaseProfile]:
+        return model_cases(
             cases, spec, UNCALIBRATED, launch_mode="graph", given=counters, registers=registers
-        )
-        return [p.launch.modeled_us for p in profiles.profiles]
+        ).profiles
+
+    def modeled_us(spec: GpuSpec) -> list[float]:
+        return [p.launch.modeled_us for p in profiles(spec)]
 
     times = [measured[c.id] for c in cases]
     before = modeled_us(gpu)
     constants = fit_constants(gpu, times, modeled_us)
-    after = modeled_us(dataclasses.replace(gpu, **constants))
+    fitted = dataclasses.replace(gpu, **constants)
+    after = modeled_us(fitted)
+    triton = [(r["case"], r[TRITON_MEASURED]) for r in rows if TRITON_MEASURED in r and r["case"] in measured]
+    triton_scale = _triton_scale(profiles(fitted), dict(triton))
+    if triton_scale is not None:
+        constants["triton_time_scale"] = triton_scale
     errors = [CaseError(c.id, t, m) for c, t, m in zip(cases, times, after, strict=True)]
     entry = measured_entry(f"measured on {device_name}, {date} ({len(cases)} cases)", errors, constants)
     document = with_entry(json.loads(CALIBRATION_FILE.read_text()), key, entry)
     write_json_atomic(out_file, document)
+    scaled = profiles(dataclasses.replace(fitted, triton_time_scale=triton_scale or 1.0))
     return {
         "ok": True,
         "gpu": key,
         "constants": entry["constants"],
         "errors": entry["errors"],
         "uncalibrated_modeled_us": {c.id: round(m, 3) for c, m in zip(cases, before, strict=True)},
+        "triton_errors": [
+            {"case": p.case_id, "measured_us": dict(triton)[p.case_id], "modeled_us": round(p.triton_us, 3)}
+            for p in scaled
+            if p.case_id in dict(triton)
+        ],
     }
+
+
+def _triton_scale(profiles: list[CaseProfile], measured: dict[str, float]) -> float | None:
+    """The factor on the Triton model's kernel time (its launch overhead apart) that makes the geometric mean
+    of modeled/measured 1, found by bisection in [1/16, 16]; None without a measured Triton time."""
+    pairs = [
+        (p.triton.modeled_us, p.triton_overhead_us, measured[p.case_id])
+        for p in profiles
+        if p.case_id in measured
+    ]
+    if not pairs:
+        return None
+
+    def misfit(scale: float) -> float:
+        return sum(math.log((scale * k + o) / t) for k, o, t in pairs)
+
+    lo, hi = 1 / 16, 16.0
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if misfit(mid) < 0 else (lo, mid)
+    return round(math.sqrt(lo * hi), 4)
 
 
 def main(argv: list[str]) -> int:

@@ -13,6 +13,7 @@ emulated counters.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import astuple, dataclass
 from typing import Any
@@ -160,4 +161,14 @@ def triton_counters(shape: CaseShape, blocks: TritonBlocks) -> dict[str, Any]:
 def model_triton(shape: CaseShape, gpu: GpuSpec) -> KernelModel:
     """The modeled Triton kernel body on `gpu` (registers unknown: Triton's are not in a ptxas report)."""
     doc = triton_counters(shape, triton_blocks(gpu.arch))
-    return model_kernel(parse_kernel(doc, TRITON_KERNEL), gpu, None)
+    model = model_kernel(parse_kernel(doc, TRITON_KERNEL), gpu, None)
+    scale = gpu.triton_time_scale
+    if scale == 1.0:
+        return model
+    return dataclasses.replace(
+        model,
+        slowest_cta_us=model.slowest_cta_us * scale,
+        schedule_us=model.schedule_us * scale,
+        dram_us=model.dram_us * scale,
+        l2_us=model.l2_us * scale,
+    )
