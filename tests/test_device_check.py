@@ -260,3 +260,11 @@ def test_ncu_step_profiles_then_exports_each_page_into_one_zip(tmp_path, monkeyp
         assert sorted(bundled.namelist()) == ["ncu-details.csv", "ncu-raw.csv", "ncu-source.csv"]
         assert bundled.read("ncu-raw.csv").decode().strip() == "page,raw"
     assert sorted(p.name for p in out.iterdir()) == ["ncu.zip"]
+
+
+def test_an_unknown_step_is_refused_before_anything_runs(monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("OUT", str(tmp_path))
+    monkeypatch.setattr(check, "STEPS", "latency,nope")
+    monkeypatch.setattr(check, "step_build", lambda: pytest.fail("a step ran"))
+    assert check.main() == 2
+    assert "unknown steps ['nope']" in capsys.readouterr().out and not list(tmp_path.iterdir())

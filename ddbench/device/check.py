@@ -233,19 +233,6 @@ def step_calibration(out_dir: Path, latency: dict[str, Any]) -> dict[str, Any]:
 def main() -> int:
     started_at = time.perf_counter()
     out_dir = Path(os.environ.get("OUT") or "results/device")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    report: dict[str, Any] = {
-        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "environment": environment(),
-        "budget_s": BUDGET_S,
-        "steps": {},
-    }
-    path = out_dir / "device-check.json"
-    if not torch.cuda.is_available():
-        report["unavailable"] = "no CUDA GPU here (torch.cuda.is_available() is False)"
-        write_json_atomic(path, report)
-        print(f"device-check: unavailable: {report['unavailable']}")
-        return 3
 
     def left() -> float:
         return BUDGET_S - (time.perf_counter() - started_at)
@@ -268,7 +255,24 @@ def main() -> int:
             CALIBRATION_RESERVE_S,
         ),
     ]
-    chosen = {"build", *STEPS.split(",")} if STEPS else {name for name, _, _ in steps}
+    names = [name for name, _, _ in steps]
+    chosen = {"build", *STEPS.split(",")} if STEPS else set(names)
+    if unknown := sorted(chosen - set(names)):
+        print(f"device-check: DDBENCH_DEVICE_STEPS: unknown steps {unknown}; steps: {', '.join(names)}")
+        return 2
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report: dict[str, Any] = {
+        "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "environment": environment(),
+        "budget_s": BUDGET_S,
+        "steps": {},
+    }
+    path = out_dir / "device-check.json"
+    if not torch.cuda.is_available():
+        report["unavailable"] = "no CUDA GPU here (torch.cuda.is_available() is False)"
+        write_json_atomic(path, report)
+        print(f"device-check: unavailable: {report['unavailable']}")
+        return 3
     for name, step, needs in steps:
         if name not in chosen:
             continue
