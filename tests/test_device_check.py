@@ -268,3 +268,13 @@ def test_an_unknown_step_is_refused_before_anything_runs(monkeypatch, capsys, tm
     monkeypatch.setattr(check, "step_build", lambda: pytest.fail("a step ran"))
     assert check.main() == 2
     assert "unknown steps ['nope']" in capsys.readouterr().out and not list(tmp_path.iterdir())
+
+
+def test_the_offline_calibration_refuses_what_is_not_a_device_report(tmp_path, capsys):
+    from ddbench.device.calibrate import main as calibrate_main
+
+    assert calibrate_main([str(tmp_path / "missing.json")]) == 2
+    (tmp_path / "r.json").write_text(json.dumps({"environment": {"device": {"name": "NVIDIA H200"}}}))
+    assert calibrate_main([str(tmp_path / "r.json")]) == 2
+    assert "not a device check's report with latency rows" in capsys.readouterr().err
+    assert calibrate_main([]) == 2 and not (tmp_path / "calibration.json").exists()
