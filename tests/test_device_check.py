@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from ddbench.device import check, latency
+from ddbench.device.cases import suite_cases
 from ddbench.device.fragments import compare, random_probe_data, run_emulated
 from ddbench.runner.roles import Role, roles_in
 
@@ -22,7 +23,7 @@ from ddbench.runner.roles import Role, roles_in
     ],
 )
 def test_every_selection_finds_cases(path, expression):
-    assert check._cases(path, expression or None), f"{path} -k {expression!r} selects nothing"
+    assert suite_cases(path, expression or None), f"{path} -k {expression!r} selects nothing"
 
 
 def test_every_latency_case_judges_both_kernels_it_times():
@@ -40,7 +41,7 @@ def test_latency_covers_issue_11s_target_shapes():
 
 
 def test_gpu_subset_is_gpu_sized_and_bounded():
-    cases = check._cases(*check.PARITY_SUITES[2])
+    cases = suite_cases(*check.PARITY_SUITES[2])
     assert 8 <= len(cases) <= 40
     assert all("gpu" in c.tags and max(c.prefix_lens) >= 4096 for c in cases)
 
@@ -61,7 +62,7 @@ def test_every_device_session_names_only_known_backends(path):
         suites=(path,), backends=check._gpu_backends(path), device="cpu", skip_unavailable=True
     )
     session = Session(options)
-    assert set(session.unavailable) <= {"cuda"} and "candidate" not in check._gpu_backends(path)
+    assert set(session.unavailable) <= {"cuda"}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the answer on a machine without a GPU")
@@ -159,8 +160,9 @@ def test_calibration_step_writes_the_models_measured_error(tmp_path, monkeypatch
 
     case = latency.latency_cases()[0][1]
     monkeypatch.setattr(check.torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
-    row = {"case": case.id, "cold_cuda_median_us": 12.5, "cold_triton_median_us": 30.0}
-    result = check.step_calibration(tmp_path, {"rows": [row]})
+    row = {"case": case.id, "cold_status": "pass", "cold_cuda_median_us": 12.5, "cold_triton_median_us": 30.0}
+    failed = {**row, "case": latency.latency_cases()[1][1].id, "cold_status": "fail"}  # no datum: not fitted
+    result = check.step_calibration(tmp_path, {"rows": [row, failed]})
     assert result["ok"] and result["gpu"] == "h200"
     assert result["uncalibrated_modeled_us"][case.id] > 0
     (triton,) = result["triton_errors"]  # one case: the fitted scale makes the Triton model meet it
@@ -248,7 +250,7 @@ def test_ncu_step_profiles_then_exports_each_page_into_one_zip(tmp_path, monkeyp
     fake = tmp_path / "ncu"
     fake.write_text(f'#!/bin/sh\necho "$@" >> {log}\necho "page,$5"\n')
     fake.chmod(0o755)
-    monkeypatch.setattr(ncu, "find_ncu", lambda: str(fake))
+    monkeypatch.setattr(ncu, "find_cuda_tool", lambda name: str(fake) if name == "ncu" else None)
     out = tmp_path / "out"
     out.mkdir()
     result = ncu.step_ncu(out, "suites/model-report.json", ["a", "b"], seconds=30)
@@ -277,4 +279,16 @@ def test_the_offline_calibration_refuses_what_is_not_a_device_report(tmp_path, c
     (tmp_path / "r.json").write_text(json.dumps({"environment": {"device": {"name": "NVIDIA H200"}}}))
     assert calibrate_main([str(tmp_path / "r.json")]) == 2
     assert "not a device check's report with latency rows" in capsys.readouterr().err
-    assert calibrate_main([]) == 2 and not (tmp_path / "calibration.json").exists()
+    assert calibrate_main([]) == 2
+
+
+def test_the_sweep_tries_the_plan_beside_other_splits_within_four_waves():
+    from ddbench.device.plan_sweep import variants
+
+    named = dict(variants(row_tiles=2, sms=132))
+    assert list(named)[:2] == ["plan", "whole"] and named["whole"].whole_row_tiles is True
+    counts = sorted(b.ctas for n, b in named.items() if n.startswith("ctas=") and b.cluster is None)
+    assert counts == [4, 8, 16, 32, 64, 132, 264]  # the row tiles' multiples, one and two waves; none > 4
+    assert named["rows=32"].row_groups == 2
+    assert (named["ctas=128,cluster=8"].ctas, named["ctas=128,cluster=8"].cluster) == (128, 8)
+    assert not any("cluster" in n for n in variants(row_tiles=32, sms=132))  # 8 x 32 CTAs > a wave

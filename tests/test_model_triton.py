@@ -69,3 +69,12 @@ def test_the_modeled_triton_time_grows_with_the_prefix_it_streams_per_program():
     short = model_triton(CaseShape((1024,), 9, 8), RTX_PRO_6000).modeled_us
     long = model_triton(CaseShape((4096,), 9, 8), RTX_PRO_6000).modeled_us
     assert long == pytest.approx(short * (4096 // 32 + 1) / (1024 // 32 + 1), rel=0.02)
+
+
+def test_a_fitted_triton_time_scale_multiplies_the_modeled_kernel():
+    import dataclasses
+
+    shape = CaseShape((4096,), 9, 8)
+    plain = model_triton(shape, H200)
+    scaled = model_triton(shape, dataclasses.replace(H200, triton_time_scale=2.5))
+    assert scaled.modeled_us == pytest.approx(2.5 * plain.modeled_us) and scaled.limiter == plain.limiter

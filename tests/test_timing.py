@@ -359,3 +359,18 @@ def test_a_noise_refusal_names_its_remedy():
     for remedy in ("timing.max_rel_noise", "--max-rel-noise", "--max-seconds"):
         assert remedy in text
     assert "658.7 % > limit 500 %" in noise_refusal(6.587, 5.0, 27, "time-limit")
+
+
+def test_the_run_may_time_only_some_backends_of_a_case():
+    """The device check times cuda and triton, not the references its bounds also run."""
+    import dataclasses
+
+    from ddbench.inputs.suite_file import load_suite_file
+    from ddbench.runner.budgets import budget_for
+    from ddbench.suite.budget import Budget
+
+    case = load_suite_file("suites/smoke.json").cases[0]
+    assert budget_for(case, True).timed == ()  # every backend the case runs
+    assert budget_for(case, True, timed=("cuda", "triton")).timed == ("cuda", "triton")
+    own = dataclasses.replace(case, budget=Budget(timed=("reference",)))
+    assert budget_for(own, True).timed == ("reference",)  # a suite's own choice stays without an override

@@ -43,7 +43,8 @@ def calibrate(
     if key is None:
         return {"ok": False, "unavailable": f"the model has no table for {device_name}"}
     gpu = gpu_spec(key)
-    measured = {r["case"]: r[MEASURED] for r in rows if MEASURED in r}
+    passed = [r for r in rows if r.get("cold_status") == "pass"]  # a kernel whose parity failed is no datum
+    measured = {r["case"]: r[MEASURED] for r in passed if MEASURED in r}
     cases = [c for _, c in latency_cases() if c.id in measured]
     if not cases:
         return {"ok": False, "error": "no case has a measured cuda time to calibrate with"}
@@ -63,7 +64,7 @@ def calibrate(
     constants = fit_constants(gpu, times, modeled_us)
     fitted = dataclasses.replace(gpu, **constants)
     after = modeled_us(fitted)
-    triton = {r["case"]: r[TRITON_MEASURED] for r in rows if TRITON_MEASURED in r and r["case"] in measured}
+    triton = {r["case"]: r[TRITON_MEASURED] for r in passed if TRITON_MEASURED in r and r["case"] in measured}
     triton_scale = _triton_scale(profiles(fitted), triton)
     if triton_scale is not None:
         constants["triton_time_scale"] = triton_scale

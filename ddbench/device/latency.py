@@ -16,13 +16,12 @@ from typing import Any
 from ddbench.baselines.device import device_key
 from ddbench.baselines.entries import baseline_entries, refusals
 from ddbench.baselines.store import BaselineFile, load_baseline, save_baseline
+from ddbench.device.cases import suite_cases
 from ddbench.environment import environment
-from ddbench.inputs.suite_file import load_suite_file
 from ddbench.kernel.cuda_build import kernel_sources_hash
 from ddbench.results.case_result import CaseResult
 from ddbench.runner import Session
 from ddbench.suite import Case
-from ddbench.suite.select import case_filter
 from ddbench.timing.settings import TimingSettings
 
 # (suite, -k expression, how many of the cases it selects: None for all)
@@ -56,7 +55,8 @@ def latency_figures(result: CaseResult, prefix: str = "") -> dict[str, Any]:
         row[f"{prefix}{name}_mode"] = m.mode
         if m.sm_clock_mhz:
             row[f"{prefix}{name}_sm_clock_mhz"] = [min(m.sm_clock_mhz), max(m.sm_clock_mhz)]
-    row[f"{prefix}ratio_cuda_over_triton"] = round(ratios[0].median, 3) if ratios else None
+    ratio = next((r for r in ratios if (r.candidate, r.baseline) == TIMED), None)
+    row[f"{prefix}ratio_cuda_over_triton"] = round(ratio.median, 3) if ratio else None
     return row
 
 
@@ -107,8 +107,6 @@ def _stored(path: Path, device: str, suite: str) -> BaselineFile:
 
 def latency_cases() -> list[tuple[str, Case]]:
     """(suite, case) of every case the latency step times, in its order (no GPU needed)."""
-    out = []
-    for path, expression, limit in LATENCY_CASES:
-        keep = case_filter(expression or None)
-        out += [(path, c) for c in [c for c in load_suite_file(path).cases if keep(c)][:limit]]
-    return out
+    return [
+        (path, c) for path, expression, limit in LATENCY_CASES for c in suite_cases(path, expression)[:limit]
+    ]

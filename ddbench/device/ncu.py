@@ -11,8 +11,6 @@ warps stalled).
 
 from __future__ import annotations
 
-import glob
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,18 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from ddbench.device.bundle import bundle
+from ddbench.device.cases import find_cuda_tool
 
 KERNELS = "regex:verify_attention_kernel|combine_parts_kernel"
 TIMEOUT_S = 240
 EXPORTS = (("raw", ()), ("details", ()), ("source", ("--print-source", "sass")))
-
-
-def find_ncu() -> str | None:
-    found = shutil.which("ncu")
-    if found:
-        return found
-    candidates = ["/usr/local/cuda/bin/ncu", *sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"))]
-    return next((c for c in candidates if Path(c).is_file()), None)
 
 
 def _run(cmd: list[str], seconds: float, out: Path | None = None) -> dict[str, Any]:
@@ -50,7 +41,7 @@ def _run(cmd: list[str], seconds: float, out: Path | None = None) -> dict[str, A
 
 def step_ncu(out_dir: Path, suite: str, case_ids: list[str], seconds: float = TIMEOUT_S) -> dict[str, Any]:
     """Profile the cuda backend's kernels on the given cases of `suite`; CSV exports into `out_dir`."""
-    ncu = find_ncu()
+    ncu = find_cuda_tool("ncu")
     if ncu is None:
         return {
             "ok": False,

@@ -14,11 +14,10 @@ from typing import Any
 import torch
 
 from ddbench.backends.cuda_kernel import CudaKernelBackend
+from ddbench.device.cases import suite_cases
 from ddbench.inputs import generate_inputs
-from ddbench.inputs.suite_file import load_suite_file
 from ddbench.runner.timing import measure_backends
 from ddbench.suite import Case
-from ddbench.suite.select import case_filter
 from ddbench.timing.settings import TimingSettings
 
 SWEEP_SUITE = "suites/model-report.json"
@@ -67,13 +66,11 @@ def _sweep_case(case: Case) -> dict[str, Any]:
 
 
 def step_plan_sweep() -> dict[str, Any]:
-    cases = load_suite_file(SWEEP_SUITE).cases
     rows = []
     for label in SWEEP_CASES:
-        keep = case_filter(label)
-        (case,) = [c for c in cases if keep(c)][:1]
         try:
+            (case,) = suite_cases(SWEEP_SUITE, label)[:1]
             rows.append(_sweep_case(case))
         except Exception as err:  # one case's failure is its row, not the step's end
-            rows.append({"case": case.id, "error": f"{type(err).__name__}: {err}"})
+            rows.append({"case": label, "error": f"{type(err).__name__}: {err}"})
     return {"ok": all(r.get("outputs_agree") for r in rows), "rows": rows}
