@@ -159,9 +159,9 @@ def triton_counters(shape: CaseShape, blocks: TritonBlocks) -> dict[str, Any]:
 
 
 def model_triton(shape: CaseShape, gpu: GpuSpec) -> KernelModel:
-    """The modeled Triton kernel body on `gpu` (registers unknown: Triton's are not in a ptxas report). A fitted
-    `gpu.triton_time_scale` multiplies every time of it, its DRAM and L2 bounds too: the factor is the whole
-    kernel's, measured against the whole model."""
+    """The modeled Triton kernel body on `gpu` (registers unknown: Triton's are not in a ptxas report). A
+    fitted `gpu.triton_time_scale` multiplies every time of it, its DRAM and L2 bounds too: the factor is the
+    whole kernel's, measured against the whole model."""
     doc = triton_counters(shape, triton_blocks(gpu.arch))
     model = model_kernel(parse_kernel(doc, TRITON_KERNEL), gpu, None)
     scale = gpu.triton_time_scale
