@@ -336,12 +336,12 @@ def test_baseline_set_checks_the_file_and_the_workload_hash(tmp_path):
         }
     }
     save_baseline(path, BaselineFile("cpu-x", case.suite, entries))
-    assert set(BaselineSet("cpu-x", path).latency(case)) == {"same", "unhashed"}
+    assert set(BaselineSet("cpu-x", path).entries(case)) == {"same", "unhashed"}
     with pytest.raises(InputError, match="is for device cpu-x"):
-        BaselineSet("nvidia-h200", path).latency(case)
+        BaselineSet("nvidia-h200", path).entries(case)
     other = dataclasses.replace(case, suite="other")
     with pytest.raises(InputError, match="suite other"):
-        BaselineSet("cpu-x", path).latency(other)
+        BaselineSet("cpu-x", path).entries(other)
 
 
 def test_show_of_a_suite_refuses_a_stored_file_of_another_device(tmp_path):

@@ -178,15 +178,21 @@ def test_no_baseline_is_its_own_verdict_and_fails_only_when_asked():
     assert _time(Steady(), budget=strict).timing.verdict.status == FAIL
 
 
-def _baseline_then(candidate) -> str:
-    """Measure the unchanged backend as the baseline, then `candidate` against it."""
-    baseline = {"steady": _time(Steady()).timing.measurements["steady"].stats}
-    return _time(candidate, baseline).timing.verdict.status
+def _baseline_then(candidate, mode: str | None = "host") -> str:
+    """Measure the unchanged backend as the baseline (stored as timed in `mode`), then `candidate`."""
+    stats = _time(Steady()).timing.measurements["steady"].stats
+    return _time(candidate, {"steady": BaselineEntry(stats, mode=mode)}).timing.verdict.status
 
 
 def test_a_slowed_backend_is_flagged_and_an_unchanged_one_is_not():
     assert _baseline_then(Slowed()) == FAIL
     assert _baseline_then(Steady()) == PASS
+    assert _baseline_then(Slowed(), mode=None) == FAIL  # an entry from before modes were stored still judges
+
+
+def test_a_baseline_timed_in_another_mode_does_not_judge():
+    """A warm-graph baseline says nothing of a cold-L2 or host-clocked run: no baseline, not a regression."""
+    assert _baseline_then(Slowed(), mode="graph") == NO_BASELINE
 
 
 def _noisy_samples(rng: random.Random, median_us: float, count: int = 40) -> list[float]:

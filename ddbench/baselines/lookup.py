@@ -1,17 +1,19 @@
 """The stored baselines a run judges against: one file per suite on this device, loaded once.
 
 A file of another device or suite (`run --baseline FILE` names any file) is refused, not used; an entry
-whose workload hash differs from the case's was measured on another workload and is not used either.
+whose workload hash differs from the case's was measured on another workload and is not used either. An
+entry timed in another mode (a warm graph against a cold-L2 run) is dropped where the run's own mode is known,
+after timing (runner/timing.py).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from ddbench.baselines.entry import BaselineEntry
 from ddbench.baselines.store import DEFAULT_ROOT, BaselineFile, baseline_path, load_baseline
 from ddbench.suite.ids import workload_hash
 from ddbench.suite.model import Case
-from ddbench.timing.stats import LatencyStats
 
 
 class BaselineSet:
@@ -26,15 +28,15 @@ class BaselineSet:
             self._files[suite] = load_baseline(path, device=self.device, suite=suite)
         return self._files[suite]
 
-    def latency(self, case: Case) -> dict[str, LatencyStats]:
-        """Baseline latency of each backend stored for this case (none when the workload changed)."""
+    def entries(self, case: Case) -> dict[str, BaselineEntry]:
+        """The baseline entry of each backend stored for this case (none when the workload changed)."""
         baseline = self.file(case.suite)
         if baseline is None:
             return {}
         stored = baseline.entries.get(case.id, {})
         current = workload_hash(case)
         return {
-            name: entry.latency
+            name: entry
             for name, entry in stored.items()
             if entry.case_hash is None or entry.case_hash == current
         }

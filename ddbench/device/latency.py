@@ -19,6 +19,7 @@ from ddbench.baselines.store import BaselineFile, load_baseline, save_baseline
 from ddbench.device.cases import suite_cases
 from ddbench.environment import environment
 from ddbench.kernel.cuda_build import kernel_sources_hash
+from ddbench.metrics.verdict import FAIL
 from ddbench.results.case_result import CaseResult
 from ddbench.runner import Session
 from ddbench.suite import Case
@@ -48,6 +49,14 @@ def latency_figures(result: CaseResult, prefix: str = "") -> dict[str, Any]:
         return {f"{prefix}error": result.error or "not timed"}
     measured, ratios = result.timing.measurements, result.timing.ratios
     row: dict[str, Any] = {f"{prefix}status": str(result.status)}
+    failed = [f"{c.kind} {c.subject}: {c.detail}" for c in result.timing.verdict.checks if c.status == FAIL]
+    failed += [
+        f"{p.candidate} vs {p.against}: {'; '.join(p.verdict.reasons)}"
+        for p in result.pairs
+        if p.verdict.failed
+    ]
+    if failed:
+        row[f"{prefix}failed"] = failed
     for name, m in measured.items():
         row[f"{prefix}{name}_median_us"] = round(m.stats.median_us, 2)
         row[f"{prefix}{name}_iqr_us"] = round(m.stats.iqr_us, 2)

@@ -57,7 +57,8 @@ def _regression_check(
     tolerance = budget.regression_tolerance
     if baseline is None:
         status = FAIL if budget.missing_baseline == "fail" else NO_BASELINE
-        return BudgetCheck("regression", name, status, current.median_us, None, "no baseline for this device")
+        detail = "no baseline for this device and timing mode"
+        return BudgetCheck("regression", name, status, current.median_us, None, detail)
     regressed, slowdown, noise = regression(current, baseline, tolerance or 0.0)
     detail = (
         f"{current.median_us:.2f} us vs baseline {baseline.median_us:.2f} us ({slowdown:+.1%}; "

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from ddbench.backends.protocol import Backend, prepared
+from ddbench.baselines.entry import BaselineEntry
 from ddbench.errors import InputError
 from ddbench.inputs import check_inputs, generate_inputs
 from ddbench.inputs.layout import READ_ONLY_FIELDS, VerifyInputs
@@ -16,7 +17,6 @@ from ddbench.results.case_result import BackendRun, CaseResult, PairResult
 from ddbench.runner.timing import time_case
 from ddbench.suite.budget import Budget
 from ddbench.suite.model import ANY_BACKEND, Case
-from ddbench.timing.stats import LatencyStats
 
 
 def input_fingerprints(inputs: VerifyInputs) -> dict[str, int]:
@@ -122,7 +122,7 @@ def run_case(
     backends: Mapping[str, Backend],
     device: torch.device,
     budget: Budget | None = None,
-    baselines: Mapping[str, LatencyStats] | None = None,
+    baselines: Mapping[str, BaselineEntry] | None = None,
     diagnose: Callable[[CaseResult, VerifyInputs], None] | None = None,
     step: Callable[[str], None] | None = None,
 ) -> CaseResult:

@@ -228,7 +228,7 @@ class Session:
             max_rel_noise=options.max_rel_noise,
             max_seconds=options.max_seconds,
         )
-        baselines = self.baselines.latency(case) if budget else None
+        baselines = self.baselines.entries(case) if budget else None
         backends = {n: self.backends[n] for n in self.plan[case.id]}
 
         def step(what: str) -> None:

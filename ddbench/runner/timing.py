@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from ddbench.backends.protocol import Backend, TwoPhaseBackend, prepared
+from ddbench.baselines.entry import BaselineEntry
 from ddbench.inputs import generate_inputs
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.metrics.latency_verdict import judge_budget
@@ -24,7 +25,7 @@ from ddbench.suite.model import Case
 from ddbench.timing.clocks import Clock, timed_host_call
 from ddbench.timing.sampler import Measurement, TimingSubject, measure
 from ddbench.timing.settings import TimingSettings
-from ddbench.timing.stats import LatencyStats, RatioStats
+from ddbench.timing.stats import RatioStats
 from ddbench.timing.threads import torch_threads
 
 SEED_STRIDE = 7919  # input set k uses seed + k * SEED_STRIDE: same shapes, other values (and trees)
@@ -78,11 +79,18 @@ def time_case(
     budget: Budget,
     backends: Mapping[str, Backend],
     first_inputs: VerifyInputs,
-    baselines: Mapping[str, LatencyStats],
+    baselines: Mapping[str, BaselineEntry],
 ) -> CaseTiming:
+    """Times the budget's backends on fresh input sets and judges them; a baseline entry timed in another
+    mode than this run's measurement (a warm graph against a cold L2) does not judge it."""
     names = [n for n in (budget.timed or backends) if n in backends]
     sets = input_sets(case, first_inputs, budget.timing.input_sets, first_inputs.device)
     ratio_pairs = [(r.candidate, r.baseline) for r in budget.ratios]
     measurements, ratios = measure_backends({n: backends[n] for n in names}, sets, budget.timing, ratio_pairs)
     stats = {name: m.stats for name, m in measurements.items()}
-    return CaseTiming(budget, measurements, ratios, judge_budget(budget, stats, ratios, baselines))
+    comparable = {
+        name: entry.latency
+        for name, entry in baselines.items()
+        if name in measurements and entry.mode in (None, measurements[name].mode)
+    }
+    return CaseTiming(budget, measurements, ratios, judge_budget(budget, stats, ratios, comparable))
