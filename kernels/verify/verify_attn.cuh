@@ -996,7 +996,43 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
 // in shared memory, half 0's sum first. The parts are found from the same unit arithmetic as the verify
 // kernel and merged in CTA order (by two halves: the even and the odd parts, then their sums), so the result
 // does not depend on which CTA finished first.
-constexpr int kCombineSmemBytes = 5 * kCombineHalf * 4;  // half 1's four sums and weight per thread
+//
+// The row tile's CTAs are listed a chunk of `threads` at a time, one thread a CTA: its part's slot (part_slot's
+// 64-bit divisions side by side, not chained before each load) and weight, at the part's place in CTA order
+// (parts_before), in shared memory. The merging loop then waits on shared memory only, and issues
+// kCombineBatch parts' loads before it adds them. Measured on an H200 before (q9 p32k): 63 µs of load-use
+// chains, one part after the other, for 10 MB.
+constexpr int kCombineBatch = 8;
+constexpr int kCombineMaxThreads = 2 * kCombineHalf;
+constexpr int kCombineWarps = kCombineMaxThreads / 32;
+// slots and weights of a chunk, the warps' largest LSE, half 1's four sums and weight per thread
+constexpr int kCombineSmemBytes = (2 * kCombineMaxThreads + kCombineWarps + 5 * kCombineHalf) * 4;
+
+// Half `half`'s parts of one listed chunk (`count` parts, the first the row tile's part `first_part`: half h
+// merges the parts whose index is h modulo the halves), kCombineBatch at a time, in order: every part's
+// weight into weight_sum, its values into acc where the weight is not 0.
+DDK_DEVICE void merge_listed_chunk(const VerifyParams& p, const int* slots, const float* weights, int count,
+                                   int first_part, int m, int position, int half, float (&acc)[4],
+                                   float& weight_sum) {
+  const int block_m = kGroupRows * p.row_groups, quarter = position / kColSlice, halves = p.combine_halves;
+  for (int i = (half - first_part % halves + halves) % halves; i < count; i += kCombineBatch * halves) {
+    Half4 v[kCombineBatch];
+    float unit[kCombineBatch], w[kCombineBatch];
+    for (int b = 0; b < kCombineBatch; ++b) {  // unrolled: the loads go out together, into registers
+      const int listed = i + b * halves;
+      if (listed >= count) break;
+      const int64_t part = static_cast<int64_t>(ddk::ld_shared(slots + listed)) * block_m + m;
+      w[b] = ddk::ld_shared(weights + listed);
+      v[b] = ddk::ld_global(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
+      unit[b] = ddk::ld_global(p.ws_scale + (part * kPartQuarters + quarter));
+    }
+    for (int b = 0; b < kCombineBatch; ++b) {
+      if (i + b * halves >= count) break;
+      weight_sum += w[b];
+      if (w[b] != 0.f) add_part(acc, w[b] * unit[b], v[b]);  // w times 2^k
+    }
+  }
+}
 
 DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   const int row = ddk::block_idx_x();
@@ -1014,30 +1050,45 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
       cluster_merge(cluster_begin, cluster_end, unit0, tiles) == kMergeWhole)
     return;  // one cluster merged the whole row tile into the output
 
-  float best = kNegInf;
-  for (int64_t c = first; c <= last; ++c) {
+  const int t = ddk::thread_idx_x(), threads = kCombineHalf * p.combine_halves, half = t / kCombineHalf;
+  int* slots = reinterpret_cast<int*>(ddk::dynamic_smem());
+  float* weights = reinterpret_cast<float*>(slots + kCombineMaxThreads);
+  float* warp_best = weights + kCombineMaxThreads;
+  float* other = warp_best + kCombineWarps;  // [5][kCombineHalf]: half 1's sums
+
+  float best = kNegInf;  // the largest LSE of the row's parts, over the CTA (fmaxf: in any order, exact)
+  for (int64_t c = first + t; c <= last; c += threads) {
     const int64_t slot = part_slot(p, c, first, units, unit0, tiles);
     if (slot >= 0) best = fmaxf(best, ddk::ld_global(p.ws_lse + (slot * block_m + m)));
   }
+  best = warp_max(best);
+  if (ddk::lane_id() == 0) ddk::st_shared(warp_best + t / 32, best);
+  ddk::sync_block();
+  best = kNegInf;
+  for (int k = 0; k < threads / 32; ++k) best = fmaxf(best, ddk::ld_shared(warp_best + k));
   const float base = best == kNegInf ? 0.f : best;
+
   float weight_sum = 0.f;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  const int t = ddk::thread_idx_x(), half = t / kCombineHalf;
-  const int position = t % kCombineHalf * 4, quarter = position / kColSlice;
-  int busy = 0;  // parts seen so far: half h merges those with busy % 2 == h
-  for (int64_t c = first; c <= last; ++c) {
-    const int64_t slot = part_slot(p, c, first, units, unit0, tiles);
-    if (slot < 0) continue;
-    if (busy++ % p.combine_halves != half) continue;
-    const int64_t part = slot * block_m + m;
-    const float w = ddk::fast_exp2(ddk::ld_global(p.ws_lse + part) - base);  // an empty part has lse -inf
-    weight_sum += w;
-    if (w == 0.f) continue;
-    const Half4 v = ddk::ld_global(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
-    add_part(acc, w * ddk::ld_global(p.ws_scale + (part * kPartQuarters + quarter)), v);  // w times 2^k
+  const int position = t % kCombineHalf * 4;
+  for (int64_t c0 = first; c0 <= last; c0 += threads) {
+    const int64_t c = c0 + t, end = c0 + threads <= last ? c0 + threads : last + 1;
+    const int first_part = parts_before(p, c0, first, last, units, unit0, tiles);
+    if (c < end) {
+      const int64_t slot = part_slot(p, c, first, units, unit0, tiles);
+      if (slot >= 0) {
+        const int listed = parts_before(p, c, first, last, units, unit0, tiles) - first_part;
+        const float lse = ddk::ld_global(p.ws_lse + (slot * block_m + m));
+        ddk::st_shared(slots + listed, static_cast<int>(slot));
+        ddk::st_shared(weights + listed, ddk::fast_exp2(lse - base));  // an empty part has lse -inf
+      }
+    }
+    ddk::sync_block();
+    const int count = parts_before(p, end, first, last, units, unit0, tiles) - first_part;
+    merge_listed_chunk(p, slots, weights, count, first_part, m, position, half, acc, weight_sum);
+    ddk::sync_block();  // the next chunk's list overwrites this one
   }
   if (p.combine_halves == 2) {  // uniform over the CTA
-    float* other = reinterpret_cast<float*>(ddk::dynamic_smem());  // [5][kCombineHalf]: half 1's sums
     const int lane_of_half = t % kCombineHalf;
     if (half == 1) {
       for (int e = 0; e < 4; ++e) ddk::st_shared(other + (e * kCombineHalf + lane_of_half), acc[e]);
