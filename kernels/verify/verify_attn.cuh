@@ -288,6 +288,16 @@ DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, 
   const int t = ddk::thread_idx_x(), rows_at_once = kGroupThreads * p.row_groups / kChunksPerRow;
   if (t >= rows_at_once * kChunksPerRow) return;
   const int chunk = t % kChunksPerRow;
+  if (staged != nullptr && first_key + kBlockN <= g.prefix) {  // a tile of prefix keys, uniform over the CTA
+    // every key valid and its slot staged: an index, an address and a copy a row (ncu, sm_90: the general
+    // loop below issued 37 instructions a 16-byte copy, a quarter of the tile loop's)
+    const uint16_t* column = p.kv + chunk * 8;
+    char* dst = stage + smem_offset(0, chunk);
+    for (int j = t / kChunksPerRow; j < kBlockN; j += rows_at_once)
+      ddk::cp_async_16(dst + j * kSmemRowBytes, column + static_cast<int64_t>(ddk::ld_shared(staged + j)) * kDimQK,
+                       true);
+    return;
+  }
   for (int j = t / kChunksPerRow; j < kBlockN; j += rows_at_once) {
     const int key = first_key + j;
     const bool valid = key < g.keys;
@@ -598,7 +608,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     float tile_max[2] = {kNegInf, kNegInf};
     for (int n = 0; n < 4; ++n)
       for (int h = 0; h < 2; ++h)
-        for (int e = 0; e < 2; ++e) tile_max[h] = s[n][2 * h + e] > tile_max[h] ? s[n][2 * h + e] : tile_max[h];
+        for (int e = 0; e < 2; ++e) tile_max[h] = fmaxf(tile_max[h], s[n][2 * h + e]);  // a NaN score: left out
     float scale_old[2], use_max[2];
     for (int h = 0; h < 2; ++h) {
       tile_max[h] = fmaxf(tile_max[h], ddk::shfl_xor(tile_max[h], 1));
@@ -998,19 +1008,21 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
 // does not depend on which CTA finished first.
 //
 // The row tile's CTAs are listed a chunk of `threads` at a time, one thread a CTA: its part's slot (part_slot's
-// 64-bit divisions side by side, not chained before each load) and weight, at the part's place in CTA order
-// (parts_before), in shared memory. The merging loop then waits on shared memory only, and issues
-// kCombineBatch parts' loads before it adds them. Measured on an H200 before (q9 p32k): 63 µs of load-use
-// chains, one part after the other, for 10 MB.
+// 64-bit divisions side by side, not chained before each load) and weight, in shared memory. One half lists
+// them at the CTA's place, -1 where a CTA holds no part; two halves (many parts) at the part's place in CTA
+// order (parts_before), so that each half finds its every other part. The merging loop then waits on shared
+// memory only, and issues kCombineBatch parts' loads before it adds them. Measured on an H200 before (q9
+// p32k): 63 µs of load-use chains, one part after the other, for 10 MB; after, 10.5 µs.
 constexpr int kCombineBatch = 8;
 constexpr int kCombineMaxThreads = 2 * kCombineHalf;
 constexpr int kCombineWarps = kCombineMaxThreads / 32;
 // slots and weights of a chunk, the warps' largest LSE, half 1's four sums and weight per thread
 constexpr int kCombineSmemBytes = (2 * kCombineMaxThreads + kCombineWarps + 5 * kCombineHalf) * 4;
 
-// Half `half`'s parts of one listed chunk (`count` parts, the first the row tile's part `first_part`: half h
-// merges the parts whose index is h modulo the halves), kCombineBatch at a time, in order: every part's
-// weight into weight_sum, its values into acc where the weight is not 0.
+// Half `half`'s parts of one listed chunk (`count` entries, the first of them the row tile's part
+// `first_part` with two halves: half h merges the parts whose index is h modulo the halves), kCombineBatch
+// at a time, in order: every part's weight into weight_sum, its values into acc where the weight is not 0.
+// An entry of slot -1 (no part) weighs 0: adding +0 leaves the weights' sum as it is.
 DDK_DEVICE void merge_listed_chunk(const VerifyParams& p, const int* slots, const float* weights, int count,
                                    int first_part, int m, int position, int half, float (&acc)[4],
                                    float& weight_sum) {
@@ -1021,7 +1033,10 @@ DDK_DEVICE void merge_listed_chunk(const VerifyParams& p, const int* slots, cons
     for (int b = 0; b < kCombineBatch; ++b) {  // unrolled: the loads go out together, into registers
       const int listed = i + b * halves;
       if (listed >= count) break;
-      const int64_t part = static_cast<int64_t>(ddk::ld_shared(slots + listed)) * block_m + m;
+      const int slot = ddk::ld_shared(slots + listed);
+      w[b] = 0.f, v[b] = Half4{0u, 0u}, unit[b] = 0.f;
+      if (slot < 0) continue;  // no part: weighs 0
+      const int64_t part = static_cast<int64_t>(slot) * block_m + m;
       w[b] = ddk::ld_shared(weights + listed);
       v[b] = ddk::ld_global(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
       unit[b] = ddk::ld_global(p.ws_scale + (part * kPartQuarters + quarter));
@@ -1056,10 +1071,15 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   float* warp_best = weights + kCombineMaxThreads;
   float* other = warp_best + kCombineWarps;  // [5][kCombineHalf]: half 1's sums
 
-  float best = kNegInf;  // the largest LSE of the row's parts, over the CTA (fmaxf: in any order, exact)
+  // The largest LSE of the row's parts, over the CTA (fmaxf: in any order, exact); each thread keeps the
+  // slot and LSE of its CTA of the first chunk.
+  float best = kNegInf, lse = kNegInf;
+  int64_t slot = -1;
   for (int64_t c = first + t; c <= last; c += threads) {
-    const int64_t slot = part_slot(p, c, first, units, unit0, tiles);
-    if (slot >= 0) best = fmaxf(best, ddk::ld_global(p.ws_lse + (slot * block_m + m)));
+    const int64_t s = part_slot(p, c, first, units, unit0, tiles);
+    const float l = s >= 0 ? ddk::ld_global(p.ws_lse + (s * block_m + m)) : kNegInf;
+    if (c == first + t) slot = s, lse = l;
+    if (s >= 0) best = fmaxf(best, l);
   }
   best = warp_max(best);
   if (ddk::lane_id() == 0) ddk::st_shared(warp_best + t / 32, best);
@@ -1071,20 +1091,23 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   float weight_sum = 0.f;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   const int position = t % kCombineHalf * 4;
+  const bool by_part = p.combine_halves == 2;
   for (int64_t c0 = first; c0 <= last; c0 += threads) {
     const int64_t c = c0 + t, end = c0 + threads <= last ? c0 + threads : last + 1;
-    const int first_part = parts_before(p, c0, first, last, units, unit0, tiles);
-    if (c < end) {
-      const int64_t slot = part_slot(p, c, first, units, unit0, tiles);
-      if (slot >= 0) {
-        const int listed = parts_before(p, c, first, last, units, unit0, tiles) - first_part;
-        const float lse = ddk::ld_global(p.ws_lse + (slot * block_m + m));
-        ddk::st_shared(slots + listed, static_cast<int>(slot));
-        ddk::st_shared(weights + listed, ddk::fast_exp2(lse - base));  // an empty part has lse -inf
-      }
+    if (c0 != first && c < end) {
+      slot = part_slot(p, c, first, units, unit0, tiles);
+      if (slot >= 0) lse = ddk::ld_global(p.ws_lse + (slot * block_m + m));
+    }
+    const int first_part = by_part ? parts_before(p, c0, first, last, units, unit0, tiles) : 0;
+    if (c < end && (slot >= 0 || !by_part)) {
+      const int listed = by_part ? parts_before(p, c, first, last, units, unit0, tiles) - first_part
+                                 : static_cast<int>(c - c0);
+      ddk::st_shared(slots + listed, static_cast<int>(slot));
+      ddk::st_shared(weights + listed, ddk::fast_exp2(lse - base));  // an empty part has lse -inf
     }
     ddk::sync_block();
-    const int count = parts_before(p, end, first, last, units, unit0, tiles) - first_part;
+    const int count = by_part ? parts_before(p, end, first, last, units, unit0, tiles) - first_part
+                              : static_cast<int>(end - c0);
     merge_listed_chunk(p, slots, weights, count, first_part, m, position, half, acc, weight_sum);
     ddk::sync_block();  // the next chunk's list overwrites this one
   }
