@@ -292,3 +292,36 @@ def test_the_sweep_tries_the_plan_beside_other_splits_within_four_waves():
     assert named["rows=32"].row_groups == 2
     assert (named["ctas=128,cluster=8"].ctas, named["ctas=128,cluster=8"].cluster) == (128, 8)
     assert not any("cluster" in n for n in variants(row_tiles=32, sms=132))  # 8 x 32 CTAs > a wave
+
+
+def test_a_latency_row_names_the_checks_that_failed():
+    """A FAIL in the device report says why: the budget's failed checks and the failing parity pairs."""
+    from ddbench.metrics.latency_verdict import BudgetCheck, LatencyVerdict
+    from ddbench.metrics.verdict import FAIL, PASS, Verdict
+    from ddbench.results.case_result import CaseResult, PairResult
+    from ddbench.results.case_timing import CaseTiming
+    from ddbench.suite.budget import Budget
+    from ddbench.suite.model import ParityBound
+    from ddbench.timing.measurement import Measurement
+
+    case = suite_cases("suites/smoke.json", None)[0]
+    slow = BudgetCheck("regression", "cuda", FAIL, 0.34, 0.05, "18.24 us vs baseline 13.63 us")
+    fine = BudgetCheck("regression", "triton", PASS, 0.01, 0.05, "within")
+    timing = CaseTiming(
+        Budget(),
+        {"cuda": Measurement("cuda", "graph", "cuda-events", [18.0, 18.5, 18.2], "max-samples")},
+        [],
+        LatencyVerdict(FAIL, (slow, fine)),
+    )
+    bound = ParityBound("cuda", "triton", (("max_row_ulp", 4.0),))
+    pairs = [PairResult("cuda", "triton", bound, Verdict(FAIL, ("max_row_ulp 9 > 4",)))]
+    row = latency.latency_figures(CaseResult(case, pairs=pairs, timing=timing), "cold_")
+    assert row["cold_status"] == FAIL
+    assert row["cold_failed"] == [
+        "regression cuda: 18.24 us vs baseline 13.63 us",
+        "cuda vs triton: max_row_ulp 9 > 4",
+    ]
+    passing = latency.latency_figures(
+        CaseResult(case, timing=dataclasses.replace(timing, verdict=LatencyVerdict(PASS, (fine,))))
+    )
+    assert "failed" not in passing

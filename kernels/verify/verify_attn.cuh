@@ -392,6 +392,7 @@ DDK_HOST_DEVICE int part_column(int position) {
 }
 
 constexpr int kCombineHalf = 128;  // threads of a combine half, and of a row being merged in a cluster
+constexpr int kCombineBatch = 8;  // parts whose loads a merge issues before it adds them
 
 // A merging cluster's CTAs stage their parts over the stages (free after the last tile), in the workspace's
 // layout but for the row stride: block_m rows of 512 fp16 (part_column order) 32 bytes apart more than the
@@ -454,15 +455,21 @@ DDK_DEVICE_NOINLINE void merge_cluster_parts(const VerifyParams p, char* smem, c
       best = fmaxf(best, lse[q]);
     }
     const float base = best == kNegInf ? 0.f : best;
-    float weight_sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+    // every rank's values loaded before any is added (whatever its weight, so that the loads go out together
+    // and do not depend on the data: ncu saw them one after another, each behind its weight's branch)
+    Half4 v[kMaxCluster];
+    float unit[kMaxCluster];
     for (int q = 0; q < kMaxCluster; ++q) {  // unrolled, as above
+      if (q >= size) break;
+      v[q] = ddk::ld_cluster(reinterpret_cast<const Half4*>(so + (m * kStagedRow + position)), static_cast<unsigned>(q));
+      unit[q] = ddk::ld_cluster(scales + (m * kPartQuarters + quarter), static_cast<unsigned>(q));
+    }
+    float weight_sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int q = 0; q < kMaxCluster; ++q) {
       if (q >= size) break;
       const float w = ddk::fast_exp2(lse[q] - base);
       weight_sum += w;
-      if (w == 0.f) continue;
-      const Half4 v =
-          ddk::ld_cluster(reinterpret_cast<const Half4*>(so + (m * kStagedRow + position)), static_cast<unsigned>(q));
-      add_part(acc, w * ddk::ld_cluster(scales + (m * kPartQuarters + quarter), static_cast<unsigned>(q)), v);
+      if (w != 0.f) add_part(acc, w * unit[q], v[q]);
     }
     if (whole) {
       const int64_t row = static_cast<int64_t>(g.q_base) * p.heads + row_tile * block_m + m;
@@ -757,15 +764,25 @@ DDK_DEVICE float gather_listed_parts(const VerifyParams& p, const int* listed, i
     best = fmaxf(best, ddk::ld_global_cg(p.ws_lse + part));
   }
   const float base = best == kNegInf ? 0.f : best;
-  for (int i = 0; i < n; ++i) {
-    const int64_t part = static_cast<int64_t>(ddk::ld_shared(listed + i)) * block_m + m;
-    const float w = ddk::fast_exp2(ddk::ld_global_cg(p.ws_lse + part) - base);  // an empty part has lse -inf
-    weight_sum += w;
-    // loaded whatever the weight, so that the loads do not depend on the data (a sampled launch counts them
-    // exactly); added only where the weight is not 0, as the combine does
-    const Half4 v = ddk::ld_global_cg(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
-    const float unit = ddk::ld_global_cg(p.ws_scale + (part * kPartQuarters + quarter));
-    if (w != 0.f) add_part(acc, w * unit, v);
+  // kCombineBatch parts' loads issued before they are added in order, as the combine does; loaded whatever
+  // the weight, so that the loads do not depend on the data (a sampled launch counts them exactly); added
+  // only where the weight is not 0
+  for (int i = 0; i < n; i += kCombineBatch) {
+    float lse[kCombineBatch], unit[kCombineBatch];
+    Half4 v[kCombineBatch];
+    for (int b = 0; b < kCombineBatch; ++b) {  // unrolled: the loads go out together, into registers
+      if (i + b >= n) break;
+      const int64_t part = static_cast<int64_t>(ddk::ld_shared(listed + i + b)) * block_m + m;
+      lse[b] = ddk::ld_global_cg(p.ws_lse + part);
+      v[b] = ddk::ld_global_cg(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
+      unit[b] = ddk::ld_global_cg(p.ws_scale + (part * kPartQuarters + quarter));
+    }
+    for (int b = 0; b < kCombineBatch; ++b) {
+      if (i + b >= n) break;
+      const float w = ddk::fast_exp2(lse[b] - base);  // an empty part has lse -inf
+      weight_sum += w;
+      if (w != 0.f) add_part(acc, w * unit[b], v[b]);
+    }
   }
   return base;
 }
@@ -816,8 +833,20 @@ DDK_DEVICE_NOINLINE void arrive_at_row_tile(const VerifyParams p, char* smem, Pa
   const int block_m = kGroupRows * p.row_groups;
   const int left = r.rows.rows - at.row_tile * block_m, rows = left < block_m ? left : block_m;
   const int position = t % kCombineHalf * 4;
-  for (int m = t / kCombineHalf; m < rows; m += p.row_groups) {  // uniform per 128 threads
-    if (ddk::ld_shared(tail->won + m % p.cluster) == 0) continue;
+  // The rows of the lanes won, k-th row = the (k mod n)-th lane won + C * (k div n), dealt to the 128-thread
+  // halves in turn: all of them work even where one lane won (its rows are all of one parity of C).
+  int won_lanes = 0, n_won = 0;
+  for (int j = 0; j < p.cluster; ++j)
+    if (ddk::ld_shared(tail->won + j) != 0) won_lanes |= 1 << j, ++n_won;
+  for (int k = t / kCombineHalf;; k += p.row_groups) {  // uniform per 128 threads
+    int lane_won = -1;
+    for (int j = 0, seen = 0; j < p.cluster; ++j)
+      if ((won_lanes >> j) & 1) {
+        if (seen == k % n_won) lane_won = j;
+        ++seen;
+      }
+    const int m = lane_won + p.cluster * (k / n_won);
+    if (m >= rows) break;
     float acc[4] = {0.f, 0.f, 0.f, 0.f}, weight_sum = 0.f;
     const float base = gather_listed_parts(p, listed, expected, m, position, acc, weight_sum);
     const int64_t row = static_cast<int64_t>(r.rows.q_base) * p.heads + at.row_tile * block_m + m;
@@ -1013,7 +1042,6 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
 // order (parts_before), so that each half finds its every other part. The merging loop then waits on shared
 // memory only, and issues kCombineBatch parts' loads before it adds them. Measured on an H200 before (q9
 // p32k): 63 µs of load-use chains, one part after the other, for 10 MB; after, 10.5 µs.
-constexpr int kCombineBatch = 8;
 constexpr int kCombineMaxThreads = 2 * kCombineHalf;
 constexpr int kCombineWarps = kCombineMaxThreads / 32;
 // slots and weights of a chunk, the warps' largest LSE, half 1's four sums and weight per thread
