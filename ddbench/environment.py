@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from importlib.metadata import PackageNotFoundError, version
@@ -40,6 +41,10 @@ def device_facts() -> dict[str, Any]:
 
 
 def git_commit(start: Path | None = None) -> str | None:
+    """HEAD of the repository here, or `DDBENCH_GIT_COMMIT` where set: a copy of a working tree (the device
+    tool's) may carry a .git that is not the one it was copied from, and report an older commit."""
+    if named := os.environ.get("DDBENCH_GIT_COMMIT", "").strip():
+        return named
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"],

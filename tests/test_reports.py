@@ -342,3 +342,13 @@ def test_ulp_distributions(runs):
     a[0, 0, 0] = float("nan")
     histogram.add(a, r)
     assert histogram.counts.sum() == r.numel() - 1 and histogram.cases == 1
+
+
+def test_the_commit_can_be_named_where_the_copy_has_another_git(monkeypatch, tmp_path):
+    """The device tool's copy of the tree reports the .git it carries; DDBENCH_GIT_COMMIT names the real one."""
+    from ddbench.environment import git_commit
+
+    monkeypatch.delenv("DDBENCH_GIT_COMMIT", raising=False)
+    assert git_commit(tmp_path) is None  # not a repository
+    monkeypatch.setenv("DDBENCH_GIT_COMMIT", "189925b")
+    assert git_commit(tmp_path) == "189925b"
