@@ -345,7 +345,7 @@ def test_ulp_distributions(runs):
 
 
 def test_the_commit_can_be_named_where_the_copy_has_another_git(monkeypatch, tmp_path):
-    """The device tool's copy of the tree reports the .git it carries; DDBENCH_GIT_COMMIT names the real one."""
+    """The device tool's copy of the tree reports the .git it carries; DDBENCH_GIT_COMMIT names the source."""
     from ddbench.environment import git_commit
 
     monkeypatch.delenv("DDBENCH_GIT_COMMIT", raising=False)
