@@ -295,6 +295,21 @@ def test_a_combine_over_more_requests_than_a_warp_has_lanes(fp64):
     assert not torch.equal(out, emu_with(1).run(x))  # the parts really were merged, not written whole
 
 
+def test_a_combine_lists_a_row_tile_of_more_ctas_than_threads_in_chunks(fp64):
+    """Two requests of 501 key tiles on 600 CTAs in clusters of 8, merged by the two-half combine (256
+    threads): each row tile spans 300 CTAs, listed in two chunks, and the second row tile's chunk edge (CTA
+    556) falls inside a merging cluster, whose later CTAs hold no part: the parts after it must keep their
+    places (they were listed 3 places early, outside the list, before parts_before knew such a c)."""
+    x = generate_inputs(make_case(batch_size=2, prefix=[16000, 16000], tree={"kind": "chain", "length": 4}))
+    backend = CudaEmuBackend(ctas=600, cluster=8, final_merge=False)
+    plan = backend.marshaled_launch(x).plan
+    assert (plan.ctas, plan.cluster, plan.combine_halves, plan.final_merge) == (600, 8, 2, False), plan
+    out = backend.run(x).clone()
+    assert bool(out.isfinite().all()) and not bool(poisoned_mask(out).any())
+    f = parity_figures(out, fp64.run(x))
+    assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP, f
+
+
 def test_emulation_workers_give_identical_results(long_prefix):
     one = emu_with(5, workers=1).run(long_prefix).clone()
     two = emu_with(5, workers=2).run(long_prefix).clone()

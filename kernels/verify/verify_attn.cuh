@@ -731,7 +731,8 @@ DDK_DEVICE int64_t part_slot(const VerifyParams& p, int64_t c, int64_t first, in
 // divisions; every CTA that arrives needs the row tile's count, c = last + 1, and the final merge each
 // part's place in CTA order): a CTA holds one unless its range is empty (fewer units than CTAs: a range is
 // one unit, so they are the units before c's), less C - 1 for each merging cluster, the whole clusters of C
-// CTAs from the first CTA starting in the row tile (lo) to one past the last ending in it (hi).
+// CTAs from the first CTA starting in the row tile (lo) to one past the last ending in it (hi), and for a c
+// inside one (the combine's chunks start anywhere) less the CTAs of it before c but its first.
 DDK_DEVICE int parts_before(const VerifyParams& p, int64_t c, int64_t first, int64_t last, int64_t units,
                             int64_t unit0, int64_t tiles) {
   if (units < p.num_ctas)
@@ -743,6 +744,8 @@ DDK_DEVICE int parts_before(const VerifyParams& p, int64_t c, int64_t first, int
     const int64_t hi = last + (range_start(last + 1, units, p.num_ctas) == unit0 + tiles ? 1 : 0);
     const int64_t merging = (c < hi ? c : hi) / size - (lo + size - 1) / size;
     if (merging > 0) parts -= merging * (size - 1);
+    const int64_t cluster_start = c - c % size;  // c inside a merging cluster: only its first CTA holds one
+    if (cluster_start < c && cluster_start >= lo && cluster_start + size <= hi) parts -= c - cluster_start - 1;
   }
   return static_cast<int>(parts);
 }
