@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -41,9 +42,11 @@ def device_facts() -> dict[str, Any]:
 
 
 def git_commit(start: Path | None = None) -> str | None:
-    """HEAD of the repository here, or `DDBENCH_GIT_COMMIT` where set: a copy of a working tree (the device
-    tool's) may carry a .git that is not the one it was copied from, and report an older commit."""
-    if named := os.environ.get("DDBENCH_GIT_COMMIT", "").strip():
+    """HEAD of the repository here, or `DDBENCH_GIT_COMMIT` where it is a commit's hex name: a copy of a
+    working tree (the device tool's) may carry a .git that is not the one it was copied from, and report an
+    older commit."""
+    named = os.environ.get("DDBENCH_GIT_COMMIT", "").strip().lower()
+    if re.fullmatch(r"[0-9a-f]{7,40}", named):
         return named
     try:
         out = subprocess.run(

@@ -352,3 +352,10 @@ def test_the_commit_can_be_named_where_the_copy_has_another_git(monkeypatch, tmp
     assert git_commit(tmp_path) is None  # not a repository
     monkeypatch.setenv("DDBENCH_GIT_COMMIT", "189925b")
     assert git_commit(tmp_path) == "189925b"
+
+
+def test_a_commit_name_that_is_not_hex_is_not_taken(monkeypatch, tmp_path):
+    from ddbench.environment import git_commit
+
+    monkeypatch.setenv("DDBENCH_GIT_COMMIT", "$(rm -rf /)")
+    assert git_commit(tmp_path) is None

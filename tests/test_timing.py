@@ -7,6 +7,7 @@ Every clock here is a fake (a counter advanced by the fake launches), so each fi
 from __future__ import annotations
 
 import random
+from typing import ClassVar
 
 import pytest
 import torch
@@ -374,3 +375,55 @@ def test_the_run_may_time_only_some_backends_of_a_case():
     assert budget_for(case, True, timed=("cuda", "triton")).timed == ("cuda", "triton")
     own = dataclasses.replace(case, budget=Budget(timed=("reference",)))
     assert budget_for(own, True).timed == ("reference",)  # a suite's own choice stays without an override
+
+
+class _FakeEvent:
+    """A CUDA event whose completion the test decides: `reached` is what query() says after the launch."""
+
+    reached = False
+    log: ClassVar[list[str]] = []
+
+    def __init__(self, enable_timing: bool = False) -> None:
+        pass
+
+    def record(self) -> None:
+        _FakeEvent.log.append("record")
+
+    def query(self) -> bool:
+        return _FakeEvent.reached
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: _FakeEvent) -> float:
+        return 0.012  # ms
+
+
+@pytest.mark.parametrize("reached", [False, True])
+def test_a_sample_says_whether_the_gpu_was_held_until_the_launch_was_queued(monkeypatch, reached):
+    """The spin is queued before the start event; a start event already passed once the host has queued the
+    launch means the GPU may have waited on the host, and the sample says so."""
+    from ddbench.timing import clocks
+
+    _FakeEvent.log, _FakeEvent.reached = [], reached
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    monkeypatch.setattr(torch.cuda, "_sleep", lambda cycles: _FakeEvent.log.append(f"sleep {cycles}"))
+    us, held = clocks.time_cuda_us(
+        lambda: _FakeEvent.log.append("launch"), lambda: _FakeEvent.log.append("flush")
+    )
+    assert _FakeEvent.log == ["flush", f"sleep {clocks.QUEUE_AHEAD_CYCLES}", "record", "launch", "record"]
+    assert us == pytest.approx(12.0) and held is not reached
+
+
+def test_the_measurement_note_counts_the_samples_not_held():
+    from ddbench.timing.sampler import _Timed
+
+    timed = _Timed(
+        "k", TimingSubject([lambda: torch.zeros(1)], [lambda: None]), torch.device("cpu"), TimingSettings()
+    )
+    assert timed.notes(10) is None
+    timed.unheld, timed.note = 3, "graph capture failed, timed plain: X"
+    assert timed.notes(10) == (
+        "graph capture failed, timed plain: X; 3 of 10 samples: the GPU passed the start event before the "
+        "launch was queued (they may hold host time)"
+    )

@@ -51,7 +51,7 @@ def latency_figures(result: CaseResult, prefix: str = "") -> dict[str, Any]:
     row: dict[str, Any] = {f"{prefix}status": str(result.status)}
     failed = [f"{c.kind} {c.subject}: {c.detail}" for c in result.timing.verdict.checks if c.status == FAIL]
     failed += [
-        f"{p.candidate} vs {p.against}: {'; '.join(p.verdict.reasons)}"
+        f"{p.candidate} vs {p.against}: {'; '.join(p.verdict.reasons) or p.verdict.status}"
         for p in result.pairs
         if p.verdict.failed
     ]

@@ -43,8 +43,8 @@ class GpuSpec:
     # kernel 95a332341d67c2a0): the verify kernel 5.56-5.95 on the long launches of suites/model-report.json
     # (8.4 with a cluster's final merge; 7.15-7.50 before prefix tiles skipped the mask test), the combine
     # 10.1-12.2 (18-41 before it listed its parts). The kernel since (prefix tiles' short copy loop,
-    # ex2.approx) issues fewer, not yet counted: the fitted issue rate takes that up. An estimate for sm_120:
-    # the same source, the same instruction classes.
+    # ex2.approx) issues fewer, not yet counted by ncu: the H200's model leans pessimistic by that on long
+    # launches. An estimate for sm_120: the same source, the same instruction classes.
     verify_instructions_per_counted: float = 5.8
     combine_instructions_per_counted: float = 11.2
     # The measured time of SGLang's Triton kernel over its model's (the model's phases of a kernel we do not

@@ -66,18 +66,23 @@ def timed_host_call(
 QUEUE_AHEAD_CYCLES = 100_000
 
 
-def time_cuda_us(call: Callable[[], object], before: Callable[[], object] | None = None) -> float:
+def time_cuda_us(
+    call: Callable[[], object], before: Callable[[], object] | None = None
+) -> tuple[float, bool]:
     """Events on the current stream around `call` only; `before` (an L2 flush, a re-poison) runs outside,
-    then the GPU is held a moment so that the host's launch cost stays outside the events."""
+    then the GPU is held a moment so that the host's launch cost stays outside the events. Returns the µs
+    and whether the hold lasted: False where the GPU had passed the start event by the time the host had
+    queued the launch (the sample may hold host time)."""
     if before is not None:
         before()
     torch.cuda._sleep(QUEUE_AHEAD_CYCLES)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
     call()
+    held = not start.query()
     end.record()
     end.synchronize()
-    return start.elapsed_time(end) * 1000.0
+    return start.elapsed_time(end) * 1000.0, held
 
 
 class SmClockMonitor:

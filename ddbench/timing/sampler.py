@@ -37,6 +37,7 @@ class _Timed:
         self.on_gpu = device.type == "cuda"
         self.mode = settings.mode if self.on_gpu else "host"
         self.note: str | None = None
+        self.unheld = 0  # GPU samples whose hold ended before the launch was queued (clocks.time_cuda_us)
         self.graphs: list[CapturedGraph] = []
         self.flush = L2Flusher(device) if self.on_gpu and self.mode in COLD_MODES else None
         if self.mode in GRAPH_MODES:
@@ -85,7 +86,19 @@ class _Timed:
             if flush is not None:
                 flush()
 
-        return time_cuda_us(self.call(index), before_sample)
+        us, held = time_cuda_us(self.call(index), before_sample)
+        self.unheld += not held
+        return us
+
+    def notes(self, samples: int) -> str | None:
+        """The capture fallback, and how many samples the GPU may have waited on the host in."""
+        unheld = (
+            f"{self.unheld} of {samples} samples: the GPU passed the start event before the launch "
+            "was queued (they may hold host time)"
+            if self.unheld
+            else None
+        )
+        return "; ".join(n for n in (self.note, unheld) if n) or None
 
 
 def measure(
@@ -129,7 +142,7 @@ def measure(
             "cuda-events" if t.on_gpu else "host",
             samples[name],
             stop,
-            t.note,
+            t.notes(len(samples[name])),
             clocks[name],
             throttled[name],
             prepare_us=subjects[name].prepare_us,
