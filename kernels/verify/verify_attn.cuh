@@ -1047,8 +1047,8 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
 // p32k): 63 µs of load-use chains, one part after the other, for 10 MB; after, 10.5 µs.
 constexpr int kCombineMaxThreads = 2 * kCombineHalf;
 constexpr int kCombineWarps = kCombineMaxThreads / 32;
-// slots and weights of a chunk, the warps' largest LSE, half 1's four sums and weight per thread
-constexpr int kCombineSmemBytes = (2 * kCombineMaxThreads + kCombineWarps + 5 * kCombineHalf) * 4;
+// slots and weights of a chunk, the warps' largest LSE and parts of a chunk, half 1's sums and weight
+constexpr int kCombineSmemBytes = (2 * kCombineMaxThreads + 2 * kCombineWarps + 5 * kCombineHalf) * 4;
 
 // Half `half`'s parts of one listed chunk (`count` entries, the first of them the row tile's part
 // `first_part` with two halves: half h merges the parts whose index is h modulo the halves), kCombineBatch
@@ -1100,7 +1100,8 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   int* slots = reinterpret_cast<int*>(ddk::dynamic_smem());
   float* weights = reinterpret_cast<float*>(slots + kCombineMaxThreads);
   float* warp_best = weights + kCombineMaxThreads;
-  float* other = warp_best + kCombineWarps;  // [5][kCombineHalf]: half 1's sums
+  int* warp_parts = reinterpret_cast<int*>(warp_best + kCombineWarps);  // a chunk's parts, by warp
+  float* other = reinterpret_cast<float*>(warp_parts + kCombineWarps);  // [5][kCombineHalf]: half 1's sums
 
   // The largest LSE of the row's parts, over the CTA (fmaxf: in any order, exact); each thread keeps the
   // slot and LSE of its CTA of the first chunk.
@@ -1123,23 +1124,32 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   float acc[4] = {0.f, 0.f, 0.f, 0.f};
   const int position = t % kCombineHalf * 4;
   const bool by_part = p.combine_halves == 2;
+  int first_part = 0;  // with two halves: the parts the chunks before held (counted, not found by arithmetic)
   for (int64_t c0 = first; c0 <= last; c0 += threads) {
     const int64_t c = c0 + t, end = c0 + threads <= last ? c0 + threads : last + 1;
     if (c0 != first && c < end) {
       slot = part_slot(p, c, first, units, unit0, tiles);
       if (slot >= 0) lse = ddk::ld_global(p.ws_lse + (slot * block_m + m));
     }
-    const int first_part = by_part ? parts_before(p, c0, first, last, units, unit0, tiles) : 0;
-    if (c < end && (slot >= 0 || !by_part)) {
+    const bool holds = c < end && slot >= 0;
+    if (c < end && (holds || !by_part)) {
       const int listed = by_part ? parts_before(p, c, first, last, units, unit0, tiles) - first_part
                                  : static_cast<int>(c - c0);
       ddk::st_shared(slots + listed, static_cast<int>(slot));
       ddk::st_shared(weights + listed, ddk::fast_exp2(lse - base));  // an empty part has lse -inf
     }
+    if (by_part) {  // uniform over the CTA
+      const int held = warp_sum(holds ? 1 : 0);
+      if (ddk::lane_id() == 0) ddk::st_shared(warp_parts + t / 32, held);
+    }
     ddk::sync_block();
-    const int count = by_part ? parts_before(p, end, first, last, units, unit0, tiles) - first_part
-                              : static_cast<int>(end - c0);
+    int count = static_cast<int>(end - c0);
+    if (by_part) {
+      count = 0;
+      for (int k = 0; k < threads / 32; ++k) count += ddk::ld_shared(warp_parts + k);
+    }
     merge_listed_chunk(p, slots, weights, count, first_part, m, position, half, acc, weight_sum);
+    first_part += by_part ? count : 0;
     ddk::sync_block();  // the next chunk's list overwrites this one
   }
   if (p.combine_halves == 2) {  // uniform over the CTA
