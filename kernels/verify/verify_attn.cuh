@@ -1042,7 +1042,8 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
 // The row tile's CTAs are listed a chunk of `threads` at a time, one thread a CTA: its part's slot (part_slot's
 // 64-bit divisions side by side, not chained before each load) and weight, in shared memory. One half lists
 // them at the CTA's place, -1 where a CTA holds no part; two halves (many parts) at the part's place in CTA
-// order (parts_before), so that each half finds its every other part. The merging loop then waits on shared
+// order (parts_before, less the parts the chunks before counted), so that each half finds its every other
+// part. The merging loop then waits on shared
 // memory only, and issues kCombineBatch parts' loads before it adds them. Measured on an H200 before (q9
 // p32k): 63 µs of load-use chains, one part after the other, for 10 MB; after, 10.5 µs.
 constexpr int kCombineMaxThreads = 2 * kCombineHalf;
