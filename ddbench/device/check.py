@@ -59,9 +59,8 @@ NCU_CASES = (SWEEP_SUITE, "q9-p4096", "q9-p32768", "q65-p4096", "dsv3")
 # under the device tool's 600 s a command, with room for the set-up before the clock starts
 BUDGET_S = float(os.environ.get("DDBENCH_DEVICE_BUDGET_S", "540"))
 STEPS = os.environ.get("DDBENCH_DEVICE_STEPS")  # comma-separated: run only these steps (and the build)
-CALIBRATION_RESERVE_S = (
-    120  # the calibration's emulated counters on the GPU machine's CPUs (95 s on an H200's)
-)
+# the calibration's emulated counters on the GPU machine's CPUs (95 s on an H200's)
+CALIBRATION_RESERVE_S = 120
 
 
 def _gpu_backends(path: str) -> tuple[str, ...]:

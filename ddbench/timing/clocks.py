@@ -62,7 +62,8 @@ def timed_host_call(
 # A spin of this many GPU cycles (~50 µs at 2 GHz) is queued before the start event, so the host has queued
 # the event and the launch before the GPU reaches them: otherwise a short kernel's time holds the host's
 # launch latency (measured on an H200: a 12.4 µs launch read 18.2 µs warm; serving replays one graph per step,
-# with no host between its kernels). nvbench's blocking kernel does the same.
+# with no host between its kernels). A fixed spin cannot promise it (nvbench's blocking kernel waits for the
+# host instead): a sample whose spin ran out first says so (time_cuda_us's second result).
 QUEUE_AHEAD_CYCLES = 100_000
 
 

@@ -732,7 +732,8 @@ DDK_DEVICE int64_t part_slot(const VerifyParams& p, int64_t c, int64_t first, in
 // part's place in CTA order): a CTA holds one unless its range is empty (fewer units than CTAs: a range is
 // one unit, so they are the units before c's), less C - 1 for each merging cluster, the whole clusters of C
 // CTAs from the first CTA starting in the row tile (lo) to one past the last ending in it (hi), and for a c
-// inside one (the combine's chunks start anywhere) less the CTAs of it before c but its first.
+// inside one less the CTAs of it before c but its first (no caller asks at such a c today; the count holds
+// for every c).
 DDK_DEVICE int parts_before(const VerifyParams& p, int64_t c, int64_t first, int64_t last, int64_t units,
                             int64_t unit0, int64_t tiles) {
   if (units < p.num_ctas)
