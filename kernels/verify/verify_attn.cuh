@@ -50,9 +50,11 @@ constexpr int kStageBytes = kBlockN * kSmemRowBytes;  // 37,376
 // Shared memory, in this order: the two stages, every row group's partial S, every row's mask words, the slot
 // indices of two tiles, and the cursor (where the CTA is in its range of work units, see
 // verify_attention_kernel).
-// Partial S of a (row group, quarter): 16 rows x 32 keys of fp32, rows 32 floats apart with the 8-float column
-// groups XOR-swizzled by row % 4, so a half-warp's 64-bit accesses (4 rows x 4 lanes) cover the 32 banks once
-// (2 wavefronts per warp instruction) instead of hitting 8 banks 4 times over (8 wavefronts).
+// Partial S of a (row group, quarter): 16 rows x 32 keys of fp32, rows 32 floats apart. A row's 8 floats at
+// 8 * lc are quad lane lc's scores of it, n-tiles 0 and 1 in one half and 2 and 3 in the other, the halves
+// swapped on odd rows (partial_at): a lane moves its 4 scores of a row and a pair of n-tiles as one 128-bit
+// access, and a quarter-warp's 8 of them (2 rows x 4 lanes) cover the 32 banks once (4 wavefronts per warp
+// instruction, none wasted). A warp reads every quarter of its group in 16 such loads a tile, not 32 of 64 bits.
 constexpr int kReduceBytesPerGroup = 4 * kGroupRows * kBlockN * 4;  // 8,192
 constexpr int kMaskBytesPerGroup = 2 * kGroupRows * 2 * 4;  // two words a row, for two tiles: 256
 constexpr int kMaxCluster = 8;       // CTAs of a thread-block cluster at most: the portable size
@@ -73,12 +75,12 @@ static_assert(kMaxSmemBytes <= 101376, "sm_120 allows 99 KB of shared memory per
 constexpr float kNegInf = -__builtin_huge_valf();
 constexpr float kLn2 = 0.69314718055994530942f;
 
-// Four fp16 (two pairs) moved as one 64-bit access, two fp32 values likewise.
+// Four fp16 (two pairs) moved as one 64-bit access, four fp32 values as one 128-bit access.
 struct alignas(8) Half4 {
   uint32_t lo, hi;
 };
-struct alignas(8) Float2 {
-  float x, y;
+struct alignas(16) Float4 {
+  float x, y, z, w;
 };
 
 struct VerifyParams {
@@ -283,19 +285,33 @@ DDK_HOST_DEVICE bool cluster_units(int64_t c, int64_t units, int64_t ctas, int64
 // copies, and the pool's indices are read once a tile (4 or 5 sectors) instead of once per chunk. The first
 // tile, with nothing staged yet, reads them from global memory in front of its copies, while Q is in flight.
 // Draft keys need no index: they are the request's rows of kv_draft, so a tree tile's copies wait for nothing.
+// A prefix tile's copies of one column, keys j0, j0 + kRows, ...: every key valid and its slot staged. The
+// slots are all read before the first copy is issued: a copy's asm orders memory, so a slot read between two
+// copies waited for its shared load each time (ncu, sm_90: 15 instructions and 13-17 % of the samples of the
+// long launches in that loop, most of them stalled on the load).
+template <int kRows>
+DDK_DEVICE void copy_prefix_column(char* dst, const uint16_t* column, const int32_t* staged, int j0) {
+  constexpr int kMost = (kBlockN + kRows - 1) / kRows;
+  int32_t slot[kMost];
+  for (int i = 0; i < kMost; ++i) slot[i] = j0 + i * kRows < kBlockN ? ddk::ld_shared(staged + j0 + i * kRows) : 0;
+  for (int i = 0; i < kMost; ++i)
+    if (j0 + i * kRows < kBlockN)
+      ddk::cp_async_16(dst + (j0 + i * kRows) * kSmemRowBytes, column + static_cast<int64_t>(slot[i]) * kDimQK, true);
+}
+
 DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, const int32_t* staged,
                           int first_key) {
   const int t = ddk::thread_idx_x(), rows_at_once = kGroupThreads * p.row_groups / kChunksPerRow;
   if (t >= rows_at_once * kChunksPerRow) return;
   const int chunk = t % kChunksPerRow;
   if (staged != nullptr && first_key + kBlockN <= g.prefix) {  // a tile of prefix keys, uniform over the CTA
-    // every key valid and its slot staged: an index, an address and a copy a row (ncu, sm_90: the general
-    // loop below issued 37 instructions a 16-byte copy, a quarter of the tile loop's)
     const uint16_t* column = p.kv + chunk * 8;
     char* dst = stage + smem_offset(0, chunk);
-    for (int j = t / kChunksPerRow; j < kBlockN; j += rows_at_once)
-      ddk::cp_async_16(dst + j * kSmemRowBytes, column + static_cast<int64_t>(ddk::ld_shared(staged + j)) * kDimQK,
-                       true);
+    static_assert(kGroupThreads * 2 / kChunksPerRow == 3 && kGroupThreads * 3 / kChunksPerRow == 5, "rows at once");
+    if (rows_at_once == 5)
+      copy_prefix_column<5>(dst, column, staged, t / kChunksPerRow);
+    else
+      copy_prefix_column<3>(dst, column, staged, t / kChunksPerRow);
     return;
   }
   for (int j = t / kChunksPerRow; j < kBlockN; j += rows_at_once) {
@@ -342,8 +358,9 @@ DDK_DEVICE int mask_buffer(const VerifyParams& p, int tile_in_segment) {
   return (tile_in_segment % 2) * 2 * kGroupRows * p.row_groups;
 }
 
-// Float index of partial S (row, column) of a 16-row slice: see kReduceBytesPerGroup.
-DDK_HOST_DEVICE int partial_at(int row, int column) { return row * kBlockN + (column ^ ((row % 4) * 8)); }
+// Float index of the 4 partial scores of `row` that quad lane `lc` holds in n-tiles 2 * pair and 2 * pair + 1,
+// in a 16-row slice: see kReduceBytesPerGroup.
+DDK_HOST_DEVICE int partial_at(int row, int lc, int pair) { return row * kBlockN + lc * 8 + ((pair ^ row) & 1) * 4; }
 
 DDK_DEVICE int first_mask_word(const Request& g, int tile) {
   return tile * kBlockN > g.prefix ? (tile * kBlockN - g.prefix) / 32 : 0;
@@ -556,7 +573,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
 
     // Partial S over this warp's 144 dims, 16 keys (two n8 tiles) at a time, each pair stored before the next
     // is computed: 8 accumulators live beside Q and O instead of 16.
-    Float2* mine = reinterpret_cast<Float2*>(reduce + ((group * 4 + quarter) * 16) * kBlockN);
+    Float4* mine = reinterpret_cast<Float4*>(reduce + ((group * 4 + quarter) * 16) * kBlockN);
     for (int pair = 0; pair < 2; ++pair) {
       float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
       for (int ks = 0; ks < kKSteps; ++ks) {
@@ -569,10 +586,9 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
         ddk::mma_bf16_m16n8k16(acc[0], qf[ks], b0, acc[0]);
         ddk::mma_bf16_m16n8k16(acc[1], qf[ks], b1, acc[1]);
       }
-      for (int half = 0; half < 2; ++half)
-        for (int h = 0; h < 2; ++h)
-          ddk::st_shared(mine + partial_at(lr + 8 * h, (2 * pair + half) * 8 + 2 * lc) / 2,
-                         Float2{acc[half][2 * h], acc[half][2 * h + 1]});
+      for (int h = 0; h < 2; ++h)
+        ddk::st_shared(mine + partial_at(lr + 8 * h, lc, pair) / 4,
+                       Float4{acc[0][2 * h], acc[0][2 * h + 1], acc[1][2 * h], acc[1][2 * h + 1]});
     }
     stage_slot(slot_buffer(smem, p, it + 2), later_slot);
     ddk::sync_block();
@@ -580,18 +596,22 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     // Full S (the four quarters summed in a fixed order, so every warp of the group agrees bit for bit),
     // scaled into the exp2 domain and masked.
     float s[4][4];
-    for (int n = 0; n < 4; ++n)
+    for (int pair = 0; pair < 2; ++pair)
       for (int h = 0; h < 2; ++h) {
-        const int at = partial_at(lr + 8 * h, n * 8 + 2 * lc);
-        float v[2] = {0.f, 0.f};
+        const int at = partial_at(lr + 8 * h, lc, pair) / 4;
+        float v[4] = {0.f, 0.f, 0.f, 0.f};
         for (int qq = 0; qq < 4; ++qq) {
-          const Float2 part =
-              ddk::ld_shared(reinterpret_cast<const Float2*>(reduce + ((group * 4 + qq) * 16) * kBlockN) + at / 2);
+          const Float4 part =
+              ddk::ld_shared(reinterpret_cast<const Float4*>(reduce + ((group * 4 + qq) * 16) * kBlockN) + at);
           v[0] += part.x;
           v[1] += part.y;
+          v[2] += part.z;
+          v[3] += part.w;
         }
-        s[n][2 * h] = v[0] * p.scale_log2;
-        s[n][2 * h + 1] = v[1] * p.scale_log2;
+        s[2 * pair][2 * h] = v[0] * p.scale_log2;
+        s[2 * pair][2 * h + 1] = v[1] * p.scale_log2;
+        s[2 * pair + 1][2 * h] = v[2] * p.scale_log2;
+        s[2 * pair + 1][2 * h + 1] = v[3] * p.scale_log2;
       }
     // Keys past the request's end and draft keys a row does not see are masked in a tile that holds draft
     // keys, with the staged mask words of this lane's two rows; a tile of prefix keys (a branch uniform over
@@ -626,12 +646,16 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
       row_max[h] = new_max;
       row_sum[h] *= scale_old[h];
     }
-    for (int n = 0; n < kOutTiles; ++n) {
-      o[n][0] *= scale_old[0];
-      o[n][1] *= scale_old[0];
-      o[n][2] *= scale_old[1];
-      o[n][3] *= scale_old[1];
-    }
+    // A row whose maximum held keeps its scale of exactly 1 (ex2 of 0), and a product by 1 changes no number: on
+    // a long prefix the maxima settle within a few tiles, and a warp whose 16 rows all held skips the 64
+    // products (a branch per lane: the warp runs the block when any of its lanes needs it).
+    if (scale_old[0] != 1.f || scale_old[1] != 1.f)
+      for (int n = 0; n < kOutTiles; ++n) {
+        o[n][0] *= scale_old[0];
+        o[n][1] *= scale_old[0];
+        o[n][2] *= scale_old[1];
+        o[n][3] *= scale_old[1];
+      }
     // P rounded to bf16 before P.V, and the row sums taken of the rounded values.
     uint32_t pf[2][4];
     for (int n = 0; n < 4; ++n)
