@@ -574,22 +574,22 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     // Partial S over this warp's 144 dims, 16 keys (two n8 tiles) at a time, each pair stored before the next
     // is computed: 8 accumulators live beside Q and O instead of 16.
     Float4* mine = reinterpret_cast<Float4*>(reduce + ((group * 4 + quarter) * 16) * kBlockN);
-    for (int pair = 0; pair < 2; ++pair) {
-      float acc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-      for (int ks = 0; ks < kKSteps; ++ks) {
+    float acc[2][2][4] = {};
+    for (int ks = 0; ks < kKSteps; ++ks)
+      for (int pair = 0; pair < 2; ++pair) {
         uint32_t b[4];
         const int m = lane / 8;
         const int key = pair * 16 + (m / 2) * 8 + lane % 8;
         const int chunk = (quarter * kDimSlice + ks * 16) / 8 + (m % 2);
         ddk::ldmatrix_x4(b, stage + smem_offset(key, chunk));
         const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-        ddk::mma_bf16_m16n8k16(acc[0], qf[ks], b0, acc[0]);
-        ddk::mma_bf16_m16n8k16(acc[1], qf[ks], b1, acc[1]);
+        ddk::mma_bf16_m16n8k16(acc[pair][0], qf[ks], b0, acc[pair][0]);
+        ddk::mma_bf16_m16n8k16(acc[pair][1], qf[ks], b1, acc[pair][1]);
       }
+    for (int pair = 0; pair < 2; ++pair)
       for (int h = 0; h < 2; ++h)
-        ddk::st_shared(mine + partial_at(lr + 8 * h, lc, pair) / 4,
-                       Float4{acc[0][2 * h], acc[0][2 * h + 1], acc[1][2 * h], acc[1][2 * h + 1]});
-    }
+        ddk::st_shared(mine + partial_at(lr + 8 * h, lc, pair) / 4, Float4{acc[pair][0][2 * h], acc[pair][0][2 * h + 1],
+                                                                          acc[pair][1][2 * h], acc[pair][1][2 * h + 1]});
     stage_slot(slot_buffer(smem, p, it + 2), later_slot);
     ddk::sync_block();
 
@@ -599,8 +599,11 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     for (int pair = 0; pair < 2; ++pair)
       for (int h = 0; h < 2; ++h) {
         const int at = partial_at(lr + 8 * h, lc, pair) / 4;
-        float v[4] = {0.f, 0.f, 0.f, 0.f};
-        for (int qq = 0; qq < 4; ++qq) {
+        // from quarter 0's values, not 0 + them: the compiler keeps 0 + x (it turns -0 into +0), and a score's
+        // zero sign reaches nothing (its max and exp2(s - max) are the same)
+        const Float4 first = ddk::ld_shared(reinterpret_cast<const Float4*>(reduce + (group * 4 * 16) * kBlockN) + at);
+        float v[4] = {first.x, first.y, first.z, first.w};
+        for (int qq = 1; qq < 4; ++qq) {
           const Float4 part =
               ddk::ld_shared(reinterpret_cast<const Float4*>(reduce + ((group * 4 + qq) * 16) * kBlockN) + at);
           v[0] += part.x;
