@@ -39,14 +39,15 @@ class GpuSpec:
     issue_per_clk: float = SUBPARTITIONS_PER_SM
     # SASS warp instructions the GPU issues per ddk primitive the emulation counts (the index arithmetic,
     # softmax, conversions and loop control it does not see), by kernel. Measured by ncu on the H200 (sm_90)
-    # against the emulation's counts of the same launches (baselines/nvidia-h200/runs/2026-12-04, run 5,
-    # kernel 95a332341d67c2a0): the verify kernel 5.56-5.95 on the long launches of suites/model-report.json
-    # (8.4 with a cluster's final merge; 7.15-7.50 before prefix tiles skipped the mask test), the combine
-    # 10.1-12.2 (18-41 before it listed its parts). The kernel since (prefix tiles' short copy loop,
-    # ex2.approx) issues fewer, not yet counted by ncu: the H200's model leans pessimistic by that on long
-    # launches. An estimate for sm_120: the same source, the same instruction classes.
-    verify_instructions_per_counted: float = 5.8
-    combine_instructions_per_counted: float = 11.2
+    # against the emulation's counts of the same launches (baselines/nvidia-h200/runs/2026-12-04, run 7,
+    # kernel b7f330e82066a009): the verify kernel 4.39-4.87 on the long launches of suites/model-report.json
+    # (7.5 with a cluster's final merge; 5.56-5.95 at run 5, before prefix tiles' copies took a short loop),
+    # the combine 10.3-12.0. The kernel since (copies after their slot reads, 128-bit partial S, no NOP
+    # between S's mma, no rescale where the maxima held) issues fewer again, not yet counted by ncu: the
+    # H200's model leans pessimistic by that on long launches. An estimate for sm_120: the same source, the
+    # same instruction classes.
+    verify_instructions_per_counted: float = 4.6
+    combine_instructions_per_counted: float = 11.3
     # The measured time of SGLang's Triton kernel over its model's (the model's phases of a kernel we do not
     # emulate are estimates); a device run fits it (ddbench/device/calibrate.py), 1.0 until then. The H200's
     # first run: the calibrated Triton model was 2.8-2.9x optimistic on all nine target shapes.
