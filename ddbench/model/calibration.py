@@ -117,9 +117,10 @@ def calibration_for(doc: Any, gpu_key: str, source: str) -> Calibration:
 
 # The table values that are estimates, not datasheet figures (ddbench/model/gpus.py): what a device run fits.
 FITTED = ("dram_latency_us", "l2_latency_us", "l2_gbs", "graph_node_us", "issue_per_clk")
-# Down to 0.375: ncu had the H200's verify kernel issue-active 41-45 % of its cycles on long launches (run 7),
-# 1.6-1.8 instructions a cycle an SM, below the 2.0 (0.5 x 4) the search could reach before.
-FIT_SCALES = (0.375, 0.4375, 0.5, 0.625, 0.75, 0.875, 1.0, 1.25, 1.5, 1.75, 2.0)
+FIT_SCALES = (0.5, 0.625, 0.75, 0.875, 1.0, 1.25, 1.5, 1.75, 2.0)
+# The issue rate may go lower: ncu had the H200's verify kernel issue-active 41-45 % of its cycles on long
+# launches (run 7), 1.6-1.8 instructions a cycle an SM, below the 2.0 (0.5 x 4) of FIT_SCALES.
+LOWER_SCALES = {"issue_per_clk": (0.375, 0.4375)}
 
 
 def _misfit(modeled: list[float], measured: list[float]) -> float:
@@ -138,7 +139,7 @@ def fit_constants(
     for _ in range(rounds):
         for name in FITTED:
             base = getattr(gpu, name)
-            for scale in FIT_SCALES:
+            for scale in LOWER_SCALES.get(name, ()) + FIT_SCALES:
                 trial = {**fitted, name: base * scale}
                 misfit = _misfit(model(dataclasses.replace(gpu, **trial)), measured)
                 if misfit < best - 1e-9:
