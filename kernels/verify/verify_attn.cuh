@@ -277,14 +277,6 @@ DDK_HOST_DEVICE bool cluster_units(int64_t c, int64_t units, int64_t ctas, int64
   return true;
 }
 
-// 32 keys x 72 chunks: with n = threads / 72 (3 or 5), thread t < 72n copies chunk t % 72 of keys t / 72,
-// t / 72 + n, ...; consecutive threads take consecutive chunks of a row (coalesced), and each thread's
-// addresses step by a constant, so nothing but its column stays in registers through the tile loop. Keys past
-// the end are zero-filled (0 * garbage would be NaN). After a segment's first tile the keys' slot indices come
-// from shared memory (`staged`), staged there a tile ahead (fetch_slot): no global load waits in front of the
-// copies, and the pool's indices are read once a tile (4 or 5 sectors) instead of once per chunk. The first
-// tile, with nothing staged yet, reads them from global memory in front of its copies, while Q is in flight.
-// Draft keys need no index: they are the request's rows of kv_draft, so a tree tile's copies wait for nothing.
 // A prefix tile's copies of one column, keys j0, j0 + kRows, ...: every key valid and its slot staged. The
 // slots are all read before the first copy is issued: a copy's asm orders memory, so a slot read between two
 // copies waited for its shared load each time (ncu, sm_90: 15 instructions and 13-17 % of the samples of the
@@ -293,12 +285,24 @@ template <int kRows>
 DDK_DEVICE void copy_prefix_column(char* dst, const uint16_t* column, const int32_t* staged, int j0) {
   constexpr int kMost = (kBlockN + kRows - 1) / kRows;
   int32_t slot[kMost];
-  for (int i = 0; i < kMost; ++i) slot[i] = j0 + i * kRows < kBlockN ? ddk::ld_shared(staged + j0 + i * kRows) : 0;
-  for (int i = 0; i < kMost; ++i)
-    if (j0 + i * kRows < kBlockN)
-      ddk::cp_async_16(dst + (j0 + i * kRows) * kSmemRowBytes, column + static_cast<int64_t>(slot[i]) * kDimQK, true);
+  for (int i = 0; i < kMost; ++i) {
+    const int j = j0 + i * kRows;
+    slot[i] = j < kBlockN ? ddk::ld_shared(staged + j) : 0;
+  }
+  for (int i = 0; i < kMost; ++i) {
+    const int j = j0 + i * kRows;
+    if (j < kBlockN) ddk::cp_async_16(dst + j * kSmemRowBytes, column + static_cast<int64_t>(slot[i]) * kDimQK, true);
+  }
 }
 
+// 32 keys x 72 chunks: with n = threads / 72 (3 or 5), thread t < 72n copies chunk t % 72 of keys t / 72,
+// t / 72 + n, ...; consecutive threads take consecutive chunks of a row (coalesced), and each thread's
+// addresses step by a constant, so nothing but its column stays in registers through the tile loop. Keys past
+// the end are zero-filled (0 * garbage would be NaN). After a segment's first tile the keys' slot indices come
+// from shared memory (`staged`), staged there a tile ahead (fetch_slot): no global load waits in front of the
+// copies, and the pool's indices are read once a tile (4 or 5 sectors) instead of once per chunk. The first
+// tile, with nothing staged yet, reads them from global memory in front of its copies, while Q is in flight.
+// Draft keys need no index: they are the request's rows of kv_draft, so a tree tile's copies wait for nothing.
 DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, const int32_t* staged,
                           int first_key) {
   const int t = ddk::thread_idx_x(), rows_at_once = kGroupThreads * p.row_groups / kChunksPerRow;
@@ -571,8 +575,10 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     ddk::cp_async_commit();
     const int32_t later_slot = tile + 2 < tile_end ? fetch_slot(p, g, (tile + 2) * kBlockN) : 0;
 
-    // Partial S over this warp's 144 dims, 16 keys (two n8 tiles) at a time, each pair stored before the next
-    // is computed: 8 accumulators live beside Q and O instead of 16.
+    // Partial S over this warp's 144 dims, the tile's two 16-key pairs (n8 tiles 2 * pair, 2 * pair + 1)
+    // accumulated side by side: four independent mma chains (two chains of nine, one pair after the other,
+    // waited out the accumulator's latency between steps), their 16 accumulators beside Q and O in 168
+    // registers without a spill.
     Float4* mine = reinterpret_cast<Float4*>(reduce + ((group * 4 + quarter) * 16) * kBlockN);
     float acc[2][2][4] = {};
     for (int ks = 0; ks < kKSteps; ++ks)
@@ -587,9 +593,11 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
         ddk::mma_bf16_m16n8k16(acc[pair][1], qf[ks], b1, acc[pair][1]);
       }
     for (int pair = 0; pair < 2; ++pair)
-      for (int h = 0; h < 2; ++h)
-        ddk::st_shared(mine + partial_at(lr + 8 * h, lc, pair) / 4, Float4{acc[pair][0][2 * h], acc[pair][0][2 * h + 1],
-                                                                          acc[pair][1][2 * h], acc[pair][1][2 * h + 1]});
+      for (int h = 0; h < 2; ++h) {
+        const float(&n0)[4] = acc[pair][0], (&n1)[4] = acc[pair][1];
+        ddk::st_shared(mine + partial_at(lr + 8 * h, lc, pair) / 4,
+                       Float4{n0[2 * h], n0[2 * h + 1], n1[2 * h], n1[2 * h + 1]});
+      }
     stage_slot(slot_buffer(smem, p, it + 2), later_slot);
     ddk::sync_block();
 
