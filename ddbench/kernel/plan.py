@@ -22,8 +22,9 @@ SMEM_PER_GROUP_BYTES = 4 * GROUP_ROWS * BLOCK_N * 4 + 2 * GROUP_ROWS * 2 * 4  # 
 SMEM_FIXED_BYTES = 2 * STAGE_BYTES + 2 * BLOCK_N * 4 + 192  # two stages, two tiles' slot indices, the CTA's
 # cursor and its parts for the final merge
 COMBINE_HALF = 128  # combine threads per half; a CTA of two halves merges every other part in each
-# a chunk's listed slots and weights (two halves' threads), the warps' largest LSE and parts, half 1's sums
-COMBINE_SMEM_BYTES = (2 * 2 * COMBINE_HALF + 2 * 2 * COMBINE_HALF // 32 + 5 * COMBINE_HALF) * 4
+# a chunk's listed slots, weights and four scales (two halves' threads), the warps' largest LSE and parts,
+# half 1's sums
+COMBINE_SMEM_BYTES = (6 * 2 * COMBINE_HALF + 2 * 2 * COMBINE_HALF // 32 + 5 * COMBINE_HALF) * 4
 # CTAs rounded to a multiple of the row tiles (up while the wave holds them, else down where that keeps
 # this share of them), and they hold this many key tiles each or more (fewer, and the tile a rounded range
 # may gain costs more than the parts it saves: bs1 q9 p4k, 4 tiles a CTA, modeled 8.2 -> 8.8 µs). In a

@@ -281,9 +281,8 @@ DDK_HOST_DEVICE bool cluster_units(int64_t c, int64_t units, int64_t ctas, int64
 // slots are all read before the first copy is issued: a copy's asm orders memory, so a slot read between two
 // copies waited for its shared load each time (ncu, sm_90: 15 instructions and 13-17 % of the samples of the
 // long launches in that loop, most of them stalled on the load).
-template <int kRows>
+template <int kRows, int kMost = (kBlockN + kRows - 1) / kRows>  // keys a thread copies at most
 DDK_DEVICE void copy_prefix_column(char* dst, const uint16_t* column, const int32_t* staged, int j0) {
-  constexpr int kMost = (kBlockN + kRows - 1) / kRows;
   int32_t slot[kMost];
   for (int i = 0; i < kMost; ++i) {
     const int j = j0 + i * kRows;
@@ -413,7 +412,7 @@ DDK_HOST_DEVICE int part_column(int position) {
 }
 
 constexpr int kCombineHalf = 128;  // threads of a combine half, and of a row being merged in a cluster
-constexpr int kCombineBatch = 8;  // parts whose loads a merge issues before it adds them
+constexpr int kGatherBatch = 8;  // parts whose loads the final merge issues before it adds them
 
 // A merging cluster's CTAs stage their parts over the stages (free after the last tile), in the workspace's
 // layout but for the row stride: block_m rows of 512 fp16 (part_column order) 32 bytes apart more than the
@@ -803,20 +802,20 @@ DDK_DEVICE float gather_listed_parts(const VerifyParams& p, const int* listed, i
     best = fmaxf(best, ddk::ld_global_cg(p.ws_lse + part));
   }
   const float base = best == kNegInf ? 0.f : best;
-  // kCombineBatch parts' loads issued before they are added in order, as the combine does; loaded whatever
+  // kGatherBatch parts' loads issued before they are added in order, as the combine does; loaded whatever
   // the weight, so that the loads do not depend on the data (a sampled launch counts them exactly); added
   // only where the weight is not 0
-  for (int i = 0; i < n; i += kCombineBatch) {
-    float lse[kCombineBatch], unit[kCombineBatch];
-    Half4 v[kCombineBatch];
-    for (int b = 0; b < kCombineBatch; ++b) {  // unrolled: the loads go out together, into registers
+  for (int i = 0; i < n; i += kGatherBatch) {
+    float lse[kGatherBatch], unit[kGatherBatch];
+    Half4 v[kGatherBatch];
+    for (int b = 0; b < kGatherBatch; ++b) {  // unrolled: the loads go out together, into registers
       if (i + b >= n) break;
       const int64_t part = static_cast<int64_t>(ddk::ld_shared(listed + i + b)) * block_m + m;
       lse[b] = ddk::ld_global_cg(p.ws_lse + part);
       v[b] = ddk::ld_global_cg(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
       unit[b] = ddk::ld_global_cg(p.ws_scale + (part * kPartQuarters + quarter));
     }
-    for (int b = 0; b < kCombineBatch; ++b) {
+    for (int b = 0; b < kGatherBatch; ++b) {
       if (i + b >= n) break;
       const float w = ddk::fast_exp2(lse[b] - base);  // an empty part has lse -inf
       weight_sum += w;
@@ -1079,44 +1078,49 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
 // 64-bit divisions side by side, not chained before each load) and weight, in shared memory. One half lists
 // them at the CTA's place, -1 where a CTA holds no part; two halves (many parts) at the part's place in CTA
 // order (parts_before, less the parts the chunks before counted), so that each half finds its every other
-// part. The merging loop then waits on shared
-// memory only, and issues kCombineBatch parts' loads before it adds them. Measured on an H200 before (q9
-// p32k): 63 µs of load-use chains, one part after the other, for 10 MB; after, 10.5 µs.
+// part. A listed part's four quarter scales are loaded by its listing thread with its LSE (one round trip
+// for both) and listed beside its weight. The merging loop then waits on shared memory only, and issues
+// kCombineBatch parts' value loads before it adds them. Measured on an H200 (q9 p32k): 63 µs of load-use
+// chains, one part after the other, for 10 MB, before the listing; 11.0 µs with it and 8 parts' values and
+// scales a batch (run 7: 33 parts a half, 5 round trips). Since, 12 parts' values a batch in about the same
+// registers (92 on sm_120, 94 on sm_90: still 5 CTAs an SM; 16 took 123 and 102): 3 round trips there, 1
+// for q65 p4k's 12 parts instead of 2 (not measured).
+constexpr int kCombineBatch = 12;
 constexpr int kCombineMaxThreads = 2 * kCombineHalf;
 constexpr int kCombineWarps = kCombineMaxThreads / 32;
-// slots and weights of a chunk, the warps' largest LSE and parts of a chunk, half 1's sums and weight
-constexpr int kCombineSmemBytes = (2 * kCombineMaxThreads + 2 * kCombineWarps + 5 * kCombineHalf) * 4;
+// slots, weights and scales of a chunk, the warps' largest LSE and parts of a chunk, half 1's sums and weight
+constexpr int kCombineSmemBytes =
+    (2 * kCombineMaxThreads + kPartQuarters * kCombineMaxThreads + 2 * kCombineWarps + 5 * kCombineHalf) * 4;
 
 // Half `half`'s parts of one listed chunk (`count` entries, the first of them the row tile's part
 // `first_part` with two halves: half h merges the parts whose index is h modulo the halves), kCombineBatch
 // at a time, in order: every part's weight into weight_sum, its values into acc where the weight is not 0.
 // An entry of slot -1 (no part) weighs 0: adding +0 leaves the weights' sum as it is.
-DDK_DEVICE void merge_listed_chunk(const VerifyParams& p, const int* slots, const float* weights, int count,
-                                   int first_part, int m, int position, int half, float (&acc)[4],
-                                   float& weight_sum) {
+DDK_DEVICE void merge_listed_chunk(const VerifyParams& p, const int* slots, const float* weights,
+                                   const Float4* scales, int count, int first_part, int m, int position, int half,
+                                   float (&acc)[4], float& weight_sum) {
   const int block_m = kGroupRows * p.row_groups, quarter = position / kColSlice, halves = p.combine_halves;
   for (int i = (half - first_part % halves + halves) % halves; i < count; i += kCombineBatch * halves) {
     Half4 v[kCombineBatch];
-    float unit[kCombineBatch], w[kCombineBatch];
     for (int b = 0; b < kCombineBatch; ++b) {  // unrolled: the loads go out together, into registers
       const int listed = i + b * halves;
       if (listed >= count) break;
       const int slot = ddk::ld_shared(slots + listed);
-      w[b] = 0.f, v[b] = Half4{0u, 0u}, unit[b] = 0.f;
+      v[b] = Half4{0u, 0u};
       if (slot < 0) continue;  // no part: weighs 0
       const int64_t part = static_cast<int64_t>(slot) * block_m + m;
-      w[b] = ddk::ld_shared(weights + listed);
       v[b] = ddk::ld_global(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
-      unit[b] = ddk::ld_global(p.ws_scale + (part * kPartQuarters + quarter));
     }
     for (int b = 0; b < kCombineBatch; ++b) {
-      if (i + b * halves >= count) break;
-      weight_sum += w[b];
-      if (w[b] != 0.f) add_part(acc, w[b] * unit[b], v[b]);  // w times 2^k
+      const int listed = i + b * halves;
+      if (listed >= count) break;
+      const float w = ddk::ld_shared(weights + listed);
+      weight_sum += w;
+      if (w != 0.f)  // w times 2^k
+        add_part(acc, w * ddk::ld_shared(reinterpret_cast<const float*>(scales + listed) + quarter), v[b]);
     }
   }
 }
-
 DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   const int row = ddk::block_idx_x();
   if (row >= p.total_rows || p.whole_row_tiles > 0) return;
@@ -1136,18 +1140,24 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
   const int t = ddk::thread_idx_x(), threads = kCombineHalf * p.combine_halves, half = t / kCombineHalf;
   int* slots = reinterpret_cast<int*>(ddk::dynamic_smem());
   float* weights = reinterpret_cast<float*>(slots + kCombineMaxThreads);
-  float* warp_best = weights + kCombineMaxThreads;
+  Float4* scales = reinterpret_cast<Float4*>(weights + kCombineMaxThreads);  // a part's quarters' scales
+  float* warp_best = reinterpret_cast<float*>(scales + kCombineMaxThreads);
   int* warp_parts = reinterpret_cast<int*>(warp_best + kCombineWarps);  // a chunk's parts, by warp
   float* other = reinterpret_cast<float*>(warp_parts + kCombineWarps);  // [5][kCombineHalf]: half 1's sums
 
   // The largest LSE of the row's parts, over the CTA (fmaxf: in any order, exact); each thread keeps the
-  // slot and LSE of its CTA of the first chunk.
+  // slot, LSE and scales of its CTA of the first chunk.
   float best = kNegInf, lse = kNegInf;
   int64_t slot = -1;
+  Float4 scale{0.f, 0.f, 0.f, 0.f};
+  const Float4* part_scales = reinterpret_cast<const Float4*>(p.ws_scale);  // 16-byte aligned (the launchers)
   for (int64_t c = first + t; c <= last; c += threads) {
     const int64_t s = part_slot(p, c, first, units, unit0, tiles);
     const float l = s >= 0 ? ddk::ld_global(p.ws_lse + (s * block_m + m)) : kNegInf;
-    if (c == first + t) slot = s, lse = l;
+    if (c == first + t) {
+      slot = s, lse = l;
+      if (s >= 0) scale = ddk::ld_global(part_scales + (s * block_m + m));
+    }
     if (s >= 0) best = fmaxf(best, l);
   }
   best = warp_max(best);
@@ -1166,14 +1176,19 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
     const int64_t c = c0 + t, end = c0 + threads <= last ? c0 + threads : last + 1;
     if (c0 != first && c < end) {
       slot = part_slot(p, c, first, units, unit0, tiles);
-      if (slot >= 0) lse = ddk::ld_global(p.ws_lse + (slot * block_m + m));
+      if (slot >= 0) {
+        lse = ddk::ld_global(p.ws_lse + (slot * block_m + m));
+        scale = ddk::ld_global(part_scales + (slot * block_m + m));
+      }
     }
     const bool holds = c < end && slot >= 0;
     if (c < end && (holds || !by_part)) {
       const int listed = by_part ? parts_before(p, c, first, last, units, unit0, tiles) - first_part
                                  : static_cast<int>(c - c0);
       ddk::st_shared(slots + listed, static_cast<int>(slot));
-      ddk::st_shared(weights + listed, ddk::fast_exp2(lse - base));  // an empty part has lse -inf
+      // an empty part has lse -inf; a CTA without a part (its lse may be the last chunk's) weighs 0
+      ddk::st_shared(weights + listed, holds ? ddk::fast_exp2(lse - base) : 0.f);
+      if (holds) ddk::st_shared(scales + listed, scale);  // read only where the weight is not 0
     }
     if (by_part) {  // uniform over the CTA
       const int held = warp_sum(holds ? 1 : 0);
@@ -1185,7 +1200,7 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
       count = 0;
       for (int k = 0; k < threads / 32; ++k) count += ddk::ld_shared(warp_parts + k);
     }
-    merge_listed_chunk(p, slots, weights, count, first_part, m, position, half, acc, weight_sum);
+    merge_listed_chunk(p, slots, weights, scales, count, first_part, m, position, half, acc, weight_sum);
     first_part += by_part ? count : 0;
     ddk::sync_block();  // the next chunk's list overwrites this one
   }

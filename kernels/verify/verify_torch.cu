@@ -145,6 +145,7 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_draf
     check(ws_lse, "ws_lse", at::kFloat, device);
     check(ws_scale, "ws_scale", at::kFloat, device);
     check_aligned(ws_o, "ws_o", 8);
+    check_aligned(ws_scale, "ws_scale", 16);  // a part row's four scales, one 128-bit load
     TORCH_CHECK(ws_o.numel() >= 2 * num_ctas * block_m * ddk_verify::kDimV, "ws_o holds ", ws_o.numel(),
                 " halves, the launch needs 2 * num_ctas * ", block_m, " * 512");
     TORCH_CHECK(ws_lse.numel() >= 2 * num_ctas * block_m, "ws_lse holds ", ws_lse.numel(),
