@@ -326,17 +326,26 @@ def test_verify_kernel_counters_match_its_tiling(fields, row_groups):
     # Every key of every request is read at least once: unique bytes >= the KV rows the case must read.
     kv_bytes = 2 * DIM_QK * int(torch.unique(launch.kernel.kv_slots).numel())
     assert 32 * t.global_.unique_sectors >= kv_bytes
-    # ldmatrix and the partial-S reduction at the conflict-free minimum: lanes (g, t) move 64 bits at word
-    # 32g + (2t XOR 8(g % 4)), so each half-warp (4 rows) covers the 32 banks once: 2 wavefronts (the same
-    # 32-float row stride unswizzled makes 8).
-    reduce_offsets = [4 * (32 * (ln // 4) + ((2 * (ln % 4)) ^ (8 * (ln // 4 % 4)))) for ln in range(32)]
-    assert expected_wavefronts(reduce_offsets, 8) == 2
-    assert expected_wavefronts([4 * (32 * (lane // 4) + 2 * (lane % 4)) for lane in range(32)], 8) == 8
+    # ldmatrix and the partial-S reduction at the conflict-free minimum: lanes (g, t) move 128 bits at word
+    # 32g + 8t + 4((pair + g) % 2), so each quarter-warp (2 rows) covers the 32 banks once: 4 wavefronts (the
+    # same 32-float row stride with the halves unswapped makes 8).
+    for pair in (0, 1):
+        offsets = [4 * (32 * (ln // 4) + 8 * (ln % 4) + 4 * ((pair + ln // 4) % 2)) for ln in range(32)]
+        assert expected_wavefronts(offsets, 16) == 4
+    assert expected_wavefronts([4 * (32 * (ln // 4) + 8 * (ln % 4)) for ln in range(32)], 16) == 8
     assert t.shared.wavefronts["ldmatrix_x4"] == 4 * t.shared.instructions["ldmatrix_x4"]
-    assert t.shared.instructions["st64"] == warps * 8 * sum(n for n, *_ in segments)
-    assert t.shared.instructions["ld64"] == warps * 32 * sum(n for n, *_ in segments)
-    assert t.shared.wavefronts["st64"] == 2 * t.shared.instructions["st64"]
-    assert t.shared.wavefronts["ld64"] == 2 * t.shared.instructions["ld64"]
+    # per warp and tile 4 stores and 16 loads of partial S; the rest of the 128-bit traffic is the CTA's
+    # 16-byte cursor records (Cursor, Extent, Range): thread 0 writes 5 a CTA and 2 more for each later
+    # segment, every warp reads 5 a CTA and 3 more for each later segment (a record one lane writes is one
+    # wavefront; a 128-bit load is four, one a quarter-warp, broadcast or not)
+    tiles, later = sum(n for n, *_ in segments), len(segments) - launch.plan.ctas
+    ctas = launch.plan.ctas
+    records_written, records_read = 5 * ctas + 2 * later, warps * (5 * ctas + 3 * later)
+    assert t.shared.instructions["st128"] == warps * 4 * tiles + records_written
+    assert t.shared.instructions["ld128"] == warps * 16 * tiles + records_read
+    assert t.shared.wavefronts["st128"] == 4 * warps * 4 * tiles + records_written
+    assert t.shared.wavefronts["ld128"] == 4 * t.shared.instructions["ld128"]
+    assert t.shared.instructions["st64"] == t.shared.instructions["ld64"] == 0  # no 64-bit partial S left
     assert t.shared.bank_conflicts == 0
     assert t.cp_async.waits == sum(1 + n for n, *_ in segments)  # Q with the first tile, then one a tile
     # only each segment's prologue waits right after its commit: every later tile was issued a barrier ahead

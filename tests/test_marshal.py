@@ -505,8 +505,8 @@ def test_the_dram_pace_of_each_gpu_follows_from_its_datasheet():
 
     warps = 4  # a row group
     phases = (
-        (warps * tc.MMA_S, warps * (4 * tc.LDMATRIX_S + tc.REDUCE_64 * tc.PARTIAL_STORES)),
-        (warps * tc.MMA_PV, warps * (tc.REDUCE_64 * tc.REDUCE_LOADS + 4 * tc.LDMATRIX_PV)),
+        (warps * tc.MMA_S, warps * (4 * tc.LDMATRIX_S + tc.REDUCE_128 * tc.PARTIAL_STORES)),
+        (warps * tc.MMA_PV, warps * (tc.REDUCE_128 * tc.REDUCE_LOADS + 4 * tc.LDMATRIX_PV)),
     )
     assert phases == ((144, 352), (128, 512))
     for gpu in GPUS.values():

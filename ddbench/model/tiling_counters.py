@@ -35,10 +35,10 @@ MMA_S = 9 * 4  # 9 k-steps x 4 n8 tiles
 MMA_PV = 2 * 16  # 2 k-steps x 16 n8 tiles
 LDMATRIX_S = 9 * 2  # ldmatrix.x4
 LDMATRIX_PV = 2 * 8  # ldmatrix.x4.trans
-PARTIAL_STORES = 8  # st64: 4 n8 tiles x 2 row halves
-REDUCE_LOADS = 32  # ld64: 4 n8 tiles x 2 row halves x 4 quarters
+PARTIAL_STORES = 4  # st128: 2 pairs of n8 tiles x 2 row halves
+REDUCE_LOADS = 16  # ld128: 2 pairs of n8 tiles x 2 row halves x 4 quarters
 LDMATRIX_Q = 9  # per warp and segment: its 16 rows x 144 dims of Q
-REDUCE_64 = 2  # wavefronts per 64-bit partial-S access: conflict-free in the swizzled layout
+REDUCE_128 = 4  # wavefronts per 128-bit partial-S access: conflict-free in the swizzled layout
 
 
 def _phase(
@@ -85,14 +85,14 @@ def _segment_phases(plan: LaunchPlan, tiles: int, rows: int, whole: bool) -> lis
         phases += [
             _phase(
                 mma=warps * MMA_S,
-                wavefronts=warps * (4 * LDMATRIX_S + REDUCE_64 * PARTIAL_STORES)
+                wavefronts=warps * (4 * LDMATRIX_S + REDUCE_128 * PARTIAL_STORES)
                 + (TILE_WAVEFRONTS + copies if prefetch else 0),
                 global_bytes=TILE_BYTES if prefetch else 0,
                 instructions=warps * 150,
             ),
             _phase(
                 mma=warps * MMA_PV,
-                wavefronts=warps * (REDUCE_64 * REDUCE_LOADS + 4 * LDMATRIX_PV),
+                wavefronts=warps * (REDUCE_128 * REDUCE_LOADS + 4 * LDMATRIX_PV),
                 shuffles=warps * 4,
                 instructions=warps * 400,
             ),
@@ -112,15 +112,15 @@ def _shared_totals(plan: LaunchPlan, segments: list[tuple[int, int]]) -> dict[st
         + plan.block_m * Q_ROW_BYTES // 16 // 32 * count,
         "ldmatrix_x4": warps * (LDMATRIX_Q * count + LDMATRIX_S * tiles),
         "ldmatrix_x4_trans": warps * LDMATRIX_PV * tiles,
-        "st64": warps * PARTIAL_STORES * tiles,
-        "ld64": warps * REDUCE_LOADS * tiles,
+        "st128": warps * PARTIAL_STORES * tiles,
+        "ld128": warps * REDUCE_LOADS * tiles,
     }
     wavefronts = {
         "cp_async_16": TILE_WAVEFRONTS * tiles + plan.block_m * Q_ROW_BYTES // 128 * count,
         "ldmatrix_x4": 4 * instructions["ldmatrix_x4"],
         "ldmatrix_x4_trans": 4 * instructions["ldmatrix_x4_trans"],
-        "st64": REDUCE_64 * instructions["st64"],
-        "ld64": REDUCE_64 * instructions["ld64"],
+        "st128": REDUCE_128 * instructions["st128"],
+        "ld128": REDUCE_128 * instructions["ld128"],
     }
     return {"instructions": instructions, "wavefronts": wavefronts, "bank_conflicts": 0}
 

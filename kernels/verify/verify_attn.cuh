@@ -1083,7 +1083,7 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
 // kCombineBatch parts' value loads before it adds them. Measured on an H200 (q9 p32k): 63 µs of load-use
 // chains, one part after the other, for 10 MB, before the listing; 11.0 µs with it and 8 parts' values and
 // scales a batch (run 7: 33 parts a half, 5 round trips). Since, 12 parts' values a batch in about the same
-// registers (92 on sm_120, 94 on sm_90: still 5 CTAs an SM; 16 took 123 and 102): 3 round trips there, 1
+// registers (90 on sm_120, 94 on sm_90: still 5 CTAs an SM; 16 took 123 and 102): 3 round trips there, 1
 // for q65 p4k's 12 parts instead of 2 (not measured).
 constexpr int kCombineBatch = 12;
 constexpr int kCombineMaxThreads = 2 * kCombineHalf;
@@ -1114,10 +1114,11 @@ DDK_DEVICE void merge_listed_chunk(const VerifyParams& p, const int* slots, cons
     for (int b = 0; b < kCombineBatch; ++b) {
       const int listed = i + b * halves;
       if (listed >= count) break;
+      // read whatever the weight, so that the loads do not depend on the data (a sampled launch counts them)
       const float w = ddk::ld_shared(weights + listed);
+      const float unit = ddk::ld_shared(reinterpret_cast<const float*>(scales + listed) + quarter);
       weight_sum += w;
-      if (w != 0.f)  // w times 2^k
-        add_part(acc, w * ddk::ld_shared(reinterpret_cast<const float*>(scales + listed) + quarter), v[b]);
+      if (w != 0.f) add_part(acc, w * unit, v[b]);  // w times 2^k
     }
   }
 }
@@ -1188,7 +1189,7 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
       ddk::st_shared(slots + listed, static_cast<int>(slot));
       // an empty part has lse -inf; a CTA without a part (its lse may be the last chunk's) weighs 0
       ddk::st_shared(weights + listed, holds ? ddk::fast_exp2(lse - base) : 0.f);
-      if (holds) ddk::st_shared(scales + listed, scale);  // read only where the weight is not 0
+      ddk::st_shared(scales + listed, holds ? scale : Float4{0.f, 0.f, 0.f, 0.f});
     }
     if (by_part) {  // uniform over the CTA
       const int held = warp_sum(holds ? 1 : 0);
