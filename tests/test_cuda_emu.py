@@ -25,7 +25,14 @@ from ddbench.inputs import check_inputs, generate_inputs, poisoned_mask
 from ddbench.inputs.layout import VerifyInputs, poison_
 from ddbench.inputs.suite_file import load_suite_file
 from ddbench.kernel.marshal import marshal
-from ddbench.kernel.work_split import MERGE_NONE, MERGE_PART, cta_merges, request_extents
+from ddbench.kernel.work_split import (
+    MERGE_NONE,
+    MERGE_PART,
+    cta_merges,
+    cta_of_unit,
+    parts_of_row_tile,
+    request_extents,
+)
 from ddbench.metrics import FAIL, PASS, SKIPPED, judge, parity_figures
 from ddbench.runner import Session, SessionOptions, run_case
 from ddbench.suite import Case, parse_suite
@@ -304,6 +311,27 @@ def test_a_combine_lists_a_row_tile_of_more_ctas_than_threads_in_chunks(fp64):
     backend = CudaEmuBackend(ctas=600, cluster=8, final_merge=False)
     plan = backend.marshaled_launch(x).plan
     assert (plan.ctas, plan.cluster, plan.combine_halves, plan.final_merge) == (600, 8, 2, False), plan
+    out = backend.run(x).clone()
+    assert bool(out.isfinite().all()) and not bool(poisoned_mask(out).any())
+    f = parity_figures(out, fp64.run(x))
+    assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP, f
+
+
+def test_a_one_half_combine_weighs_ctas_without_a_part_at_zero_in_every_chunk(fp64):
+    """A long request beside seven short ones on 600 CTAs (more than the 289 units) in clusters of 8: its row
+    tile spans 584 CTAs, listed by one half (the row tiles' average is few parts) in five chunks, half of them
+    CTAs without a part (empty ranges). Such a CTA keeps the LSE of the part it held in an earlier chunk; the
+    merge reads every listed weight, so a CTA without a part must be listed at weight 0 (listed at that stale
+    LSE's weight, the output was 111 row-ULP off)."""
+    x = generate_inputs(make_case(batch_size=8, prefix=[9000] + [0] * 7, tree={"kind": "chain", "length": 4}))
+    backend = CudaEmuBackend(ctas=600, cluster=8, final_merge=False)
+    launch = backend.marshaled_launch(x)
+    plan, k = launch.plan, launch.kernel
+    assert (plan.ctas, plan.cluster, plan.combine_halves, plan.final_merge) == (600, 8, 1, False), plan
+    requests = request_extents(k.heads, k.kv_offsets.tolist(), k.q_offsets.tolist(), plan.block_m)
+    units, tiles = sum(g.units for g in requests), requests[0].tiles
+    span = cta_of_unit(tiles - 1, units, plan.ctas) - cta_of_unit(0, units, plan.ctas) + 1
+    assert span > 4 * 128 and len(parts_of_row_tile(plan, requests, 0, 0)) <= span // 2, span
     out = backend.run(x).clone()
     assert bool(out.isfinite().all()) and not bool(poisoned_mask(out).any())
     f = parity_figures(out, fp64.run(x))
