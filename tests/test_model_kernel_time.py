@@ -167,6 +167,44 @@ def test_the_final_merge_waits_for_its_own_loads_after_the_pipeline():
     assert (base.limiter, tail.limiter) == ("tensor", "tensor")  # 32,000 cycles of mma still weigh most
 
 
+def test_the_slowest_ctas_time_is_told_by_stage_and_the_stages_add_up_to_it():
+    """Prologue (before the first mma), main loop (first to last mma), epilogue, the pipeline's fill, the
+    cluster's merge (its own work, its reads of other CTAs' shared memory, its barrier), the final merge:
+    each figure is the arithmetic of its phases, and together they are the CTA's time."""
+    prologue = phase(wavefronts=1_000, global_bytes=4096)
+    tile = phase(mma=2_000)  # 8,000 cycles
+    epilogue = phase(wavefronts=300)
+    merge = {**phase(wavefronts=200), "cluster_bytes": 1_600, "instructions": {"sync_cluster": 1}}
+    arrival = {**phase(global_bytes=128), "instructions": {"atom_global": 1}}
+    phases = [prologue, tile, phase(global_bytes=4096), tile, epilogue, merge, arrival]
+    doc = kernel(188, phases, in_flight=[4096])
+    k = launch(doc).kernels[0]
+    latency = GPU.us_to_cycles(GPU.dram_latency_us)
+    reads = 2 * GPU.dsmem_latency_cycles  # 1,600 B: one round of reads and the LSEs' before it
+    expected = {
+        "prologue": 1_000,
+        "main loop": 16_000,  # the copy between the tiles hides behind them
+        "epilogue": 300,
+        "memory waits": latency,  # the pipe's fill
+        "cluster merge": 200 + reads + GPU.cluster_barrier_cycles,
+        "final merge": latency,  # the arrival's round trip
+    }
+    assert k.slowest_cta_stages_us == pytest.approx({s: c / CLOCK_KHZ for s, c in expected.items()})
+    assert sum(k.slowest_cta_stages_us.values()) == pytest.approx(k.slowest_cta_us)
+
+
+def test_a_latency_bound_ctas_uncovered_round_trips_are_its_memory_waits():
+    window = 4096
+    slow = kernel(188, [phase(global_bytes=8 * window), phase(mma=10)], in_flight=[window])
+    k = launch(slow).kernels[0]
+    latency = GPU.us_to_cycles(GPU.dram_latency_us)
+    assert k.slowest_cta_stages_us["memory waits"] == pytest.approx((9 * latency - 40) / CLOCK_KHZ)
+    assert k.slowest_cta_stages_us["main loop"] == pytest.approx(40 / CLOCK_KHZ)
+    plain = launch(kernel(188, [phase(global_bytes=256 * 256), phase(mma=10)])).kernels[0]  # no cp.async
+    assert plain.slowest_cta_stages_us["prologue"] == pytest.approx(latency / CLOCK_KHZ)  # its own trip
+    assert plain.slowest_cta_stages_us["memory waits"] == 0
+
+
 def test_co_resident_ctas_share_the_sm():
     small = kernel(376, [phase(mma=1_000)], smem=1024, threads=128)
     k = launch(small, registers={"verify": 32}).kernels[0]

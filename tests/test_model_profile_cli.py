@@ -147,8 +147,13 @@ def test_a_profile_from_given_counters_is_labelled_modeled_everywhere(inputs):
     assert case["modeled_cuda_over_triton"] == pytest.approx(
         case["cuda"]["modeled_us"] / case["triton"]["modeled_us"]
     )
+    kernels = sum(len(c["cuda"]["kernels"]) for c in doc["cases"])
     md = (out / "p.md").read_text()
-    assert "modeled, not measured" in md and md.count("\n| ") == 1 + len(cases)
+    # a row per case, then a row per kernel: where its slowest CTA's time goes
+    assert "modeled, not measured" in md and md.count("\n| ") == 1 + len(cases) + 1 + kernels
+    assert "| case | kernel | modeled slowest CTA µs | prologue | main loop |" in md
+    for k in (k for c in doc["cases"] for k in c["cuda"]["kernels"]):
+        assert sum(k["modeled_slowest_cta_stages_us"].values()) == pytest.approx(k["modeled_slowest_cta_us"])
     assert (out / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -22,7 +22,7 @@ from ddbench.errors import InputError
 from ddbench.model.gpus import GPUS, gpu_spec
 from ddbench.model.kernel_time import LAUNCH_MODES
 from ddbench.model.model_baseline import Tolerances, baseline_document, case_tolerances, regressions
-from ddbench.model.profile import CaseProfile, profile_document, profile_markdown, table_rows
+from ddbench.model.profile import CaseProfile, profile_document, profile_markdown, stage_rows, table_rows
 from ddbench.model.profile_plot import profile_png
 from ddbench.runner.emulated_counters import would_be_sampled
 from ddbench.runner.model_profiles import calibration_of, model_cases
@@ -40,14 +40,19 @@ def _counters_from_file(path: str, cases: list[Case]) -> dict[str, Mapping[str, 
     return {c.id: doc[c.id] for c in cases}
 
 
-def _print(profiles: list[CaseProfile], title: str) -> None:
-    rows = table_rows(profiles)
+def _print_table(rows: list[dict[str, str]], title: str) -> None:
     table = Table(title=title)
     for col in rows[0] if rows else ["case"]:
         table.add_column(col, overflow="fold")
     for row in rows:
         table.add_row(*row.values())
     stdout.print(table)
+
+
+def _print(profiles: list[CaseProfile], title: str) -> None:
+    _print_table(table_rows(profiles), title)
+    if profiles:
+        _print_table(stage_rows(profiles), "where each kernel's slowest CTA spends its time (modeled µs)")
 
 
 @click.command("profile")

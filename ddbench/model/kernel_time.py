@@ -33,11 +33,18 @@ WAVES_SLACK = 1.25  # a schedule this much longer than perfectly balanced work i
 SYNC_BYTES_IN_FLIGHT_PER_THREAD = 256
 
 
+# Where a CTA's time goes, in the order it spends it: the phases before its first mma, from its first mma to
+# its last (a kernel without mma: every phase), the phases after, what its pipeline waits beyond its compute
+# (the fill, or the round trips compute did not cover), its cluster's merge, its final merge.
+STAGES = ("prologue", "main loop", "epilogue", "memory waits", "cluster merge", "final merge")
+
+
 @dataclass(frozen=True)
 class CtaTime:
     count: int
     cycles: float
     by_resource: Mapping[str, float]  # cycles each resource was the binding one
+    by_stage: Mapping[str, float] = field(default_factory=dict)  # cycles per STAGES entry; they sum to cycles
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,7 @@ class KernelModel:
     dram_us: float
     l2_us: float
     limiter: str
+    slowest_cta_stages_us: Mapping[str, float] = field(default_factory=dict)  # the slowest CTA's, by STAGES
 
     @property
     def modeled_us(self) -> float:
@@ -79,6 +87,7 @@ class KernelModel:
             "wavefronts_per_shared_instruction": self.wavefronts_per_shared_instruction,
             "bank_conflicts": self.bank_conflicts,
             "modeled_slowest_cta_us": self.slowest_cta_us,
+            "modeled_slowest_cta_stages_us": dict(self.slowest_cta_stages_us),
             "modeled_schedule_us": self.schedule_us,
             "modeled_dram_us": self.dram_us,
             "modeled_l2_us": self.l2_us,
@@ -138,6 +147,12 @@ def _cluster_cycles(phase: Phase, gpu: GpuSpec, sync_in_flight: float) -> tuple[
     return ("dsmem", network + barrier) if network >= latency else ("latency", latency + barrier)
 
 
+def _stage_of(phase_index: int, first_mma: int, last_mma: int) -> str:
+    if phase_index < first_mma:
+        return "prologue"
+    return "main loop" if phase_index <= last_mma else "epilogue"
+
+
 def _cta_time(
     shape: CtaShape,
     gpu: GpuSpec,
@@ -153,10 +168,14 @@ def _cta_time(
     so is everything from the CTA's first global atomic on (the final merge: its arrival at a counter, then,
     where it arrives last, the row tile's parts read back), each phase waiting for its own loads."""
     by_resource: dict[str, float] = {}
-    compute_total = latency_total = serial_total = cluster_total = tail_total = 0.0
+    compute_total = latency_total = cluster_total = tail_total = 0.0
     tail_by: dict[str, float] = {}
+    compute_stages = dict.fromkeys(STAGES, 0.0)  # each phase's compute, as the pipelined CTA pays it
+    serial_stages = dict.fromkeys(STAGES, 0.0)  # each phase's compute or its own round trips, if longer
+    tensor_phases = [i for i, ph in enumerate(shape.phases) if ph.mma]
+    first_mma, last_mma = (tensor_phases[0], tensor_phases[-1]) if tensor_phases else (0, len(shape.phases))
     in_tail = False
-    for phase in shape.phases:
+    for i, phase in enumerate(shape.phases):
         merge_binding, merge = _cluster_cycles(phase, gpu, sync_in_flight)
         if merge:
             cluster_total += merge
@@ -175,12 +194,14 @@ def _cta_time(
             tail_total += costs[binding]
             tail_by[binding] = tail_by.get(binding, 0.0) + costs[binding]
             continue
+        stage = "cluster merge" if merge else _stage_of(i, first_mma, last_mma)
         latency = math.ceil(phase.global_bytes / in_flight) * latency_cycles if phase.global_bytes else 0.0
         compute_total += costs[binding]
+        compute_stages[stage] += costs[binding]
         latency_total += latency
         if not pipelined and latency > costs[binding]:
             binding, costs[binding] = "latency", latency
-        serial_total += costs[binding]
+        serial_stages[stage] += costs[binding]
         by_resource[binding] = by_resource.get(binding, 0.0) + costs[binding]
 
     def with_tail(by: dict[str, float]) -> dict[str, float]:
@@ -188,15 +209,25 @@ def _cta_time(
             by[k] = by.get(k, 0.0) + v
         return by
 
+    def staged(stages: dict[str, float], waits: float) -> dict[str, float]:
+        stages["memory waits"] += waits
+        stages["cluster merge"] += cluster_total
+        stages["final merge"] += tail_total
+        return stages
+
     if not pipelined:
-        return CtaTime(shape.count, serial_total + cluster_total + tail_total, with_tail(by_resource))
+        cycles = sum(serial_stages.values()) + cluster_total + tail_total
+        return CtaTime(shape.count, cycles, with_tail(by_resource), staged(serial_stages, 0.0))
     fill = latency_cycles if latency_total else 0.0
     if latency_total > compute_total:
         merged = {k: v for k, v in by_resource.items() if k == "dsmem"}
         merged["latency"] = latency_total + fill + cluster_total - merged.get("dsmem", 0.0)
-        return CtaTime(shape.count, latency_total + fill + cluster_total + tail_total, with_tail(merged))
+        waits = latency_total + fill - compute_total
+        cycles = latency_total + fill + cluster_total + tail_total
+        return CtaTime(shape.count, cycles, with_tail(merged), staged(compute_stages, waits))
     by_resource["latency"] = by_resource.get("latency", 0.0) + fill
-    return CtaTime(shape.count, compute_total + fill + cluster_total + tail_total, with_tail(by_resource))
+    cycles = compute_total + fill + cluster_total + tail_total
+    return CtaTime(shape.count, cycles, with_tail(by_resource), staged(compute_stages, fill))
 
 
 def schedule_cycles(ctas: list[CtaTime], slots: int) -> float:
@@ -229,6 +260,8 @@ def model_kernel(kernel: KernelCounters, gpu: GpuSpec, registers: int | None) ->
         _cta_time(s, gpu, sharing, latency_cycles, s.bytes_in_flight or in_flight, pipelined, sync_in)
         for s in kernel.shapes
     ]
+    slowest = max(ctas, key=lambda c: c.cycles, default=None)
+    stages = slowest.by_stage if slowest else {}
     slots = gpu.sms * occ.ctas_per_sm
     makespan = schedule_cycles(ctas, slots)
     schedule_us = gpu.cycles_to_us(makespan)
@@ -259,11 +292,12 @@ def model_kernel(kernel: KernelCounters, gpu: GpuSpec, registers: int | None) ->
         l2_bytes=kernel.l2_bytes,
         wavefronts_per_shared_instruction=kernel.wavefronts_per_shared_instruction,
         bank_conflicts=kernel.bank_conflicts,
-        slowest_cta_us=gpu.cycles_to_us(max((c.cycles for c in ctas), default=0.0)),
+        slowest_cta_us=gpu.cycles_to_us(slowest.cycles if slowest else 0.0),
         schedule_us=schedule_us,
         dram_us=dram_us,
         l2_us=l2_us,
         limiter=limiter,
+        slowest_cta_stages_us={k: gpu.cycles_to_us(v) for k, v in stages.items()},
     )
 
 

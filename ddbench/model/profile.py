@@ -12,7 +12,7 @@ from typing import Any
 from ddbench.model.calibration import Calibration
 from ddbench.model.floor import CaseShape, Floor, floor
 from ddbench.model.gpus import GpuSpec
-from ddbench.model.kernel_time import KernelModel, LaunchModel, model_launch
+from ddbench.model.kernel_time import STAGES, KernelModel, LaunchModel, model_launch
 from ddbench.model.triton_model import model_triton
 
 MODELED_NOTE = "modeled, not measured"
@@ -125,6 +125,27 @@ def table_rows(profiles: Sequence[CaseProfile]) -> list[dict[str, str]]:
     return rows
 
 
+def stage_rows(profiles: Sequence[CaseProfile]) -> list[dict[str, str]]:
+    """One row per kernel of a case: where its slowest CTA's modeled time goes (STAGES), which is what a
+    kernel change must shorten wherever that CTA sets the launch's time."""
+    return [
+        {
+            "case": p.case_id,
+            "kernel": k.name,
+            "modeled slowest CTA µs": _fmt_us(k.slowest_cta_us),
+            **{s: _fmt_us(k.slowest_cta_stages_us.get(s, 0.0)) for s in STAGES},
+        }
+        for p in profiles
+        for k in p.launch.kernels
+    ]
+
+
+def _table(rows: list[dict[str, str]]) -> list[str]:
+    cols = list(rows[0])
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    return lines + ["| " + " | ".join(r[c].replace("|", "\\|") for c in cols) + " |" for r in rows]
+
+
 def profile_markdown(profiles: Sequence[CaseProfile], gpu: GpuSpec, calibration: Calibration) -> str:
     rows = table_rows(profiles)
     head = [
@@ -137,7 +158,10 @@ def profile_markdown(profiles: Sequence[CaseProfile], gpu: GpuSpec, calibration:
     ]
     if not rows:
         return "\n".join([*head, "No case."]) + "\n"
-    cols = list(rows[0])
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(r[c].replace("|", "\\|") for c in cols) + " |" for r in rows]
-    return "\n".join(head + lines) + "\n"
+    stages = [
+        "",
+        "Where each kernel's slowest CTA spends its modeled time (µs): before its first mma, its main loop, "
+        "after it, its pipeline's waits beyond its compute, its cluster's merge, its final merge.",
+        "",
+    ]
+    return "\n".join(head + _table(rows) + stages + _table(stage_rows(profiles))) + "\n"

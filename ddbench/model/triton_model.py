@@ -170,6 +170,7 @@ def model_triton(shape: CaseShape, gpu: GpuSpec) -> KernelModel:
     return dataclasses.replace(
         model,
         slowest_cta_us=model.slowest_cta_us * scale,
+        slowest_cta_stages_us={k: v * scale for k, v in model.slowest_cta_stages_us.items()},
         schedule_us=model.schedule_us * scale,
         dram_us=model.dram_us * scale,
         l2_us=model.l2_us * scale,
