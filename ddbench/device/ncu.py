@@ -20,6 +20,7 @@ from typing import Any
 
 from ddbench.device.bundle import bundle
 from ddbench.device.cases import find_cuda_tool
+from ddbench.kernel.cuda_build import kernel_sources_hash
 
 KERNELS = "regex:verify_attention_kernel|combine_parts_kernel"
 TIMEOUT_S = 240
@@ -52,7 +53,9 @@ def step_ncu(out_dir: Path, suite: str, case_ids: list[str], seconds: float = TI
     target = [sys.executable, "-m", "ddbench.device.sanitize", suite, *case_ids]
     profile = [ncu, "--clock-control", "none", "--target-processes", "all", "--kernel-name", KERNELS]
     profile += ["--set", "full", "-f", "-o", str(report.with_suffix("")), *target]
-    result: dict[str, Any] = {"cases": case_ids, "profile": _run(profile, deadline - time.perf_counter())}
+    # the suite and the kernel the cases ran: what `python -m ddbench.device.instruction_ratio` counts against
+    result: dict[str, Any] = {"suite": suite, "cases": case_ids, "kernel_hash": kernel_sources_hash()}
+    result["profile"] = _run(profile, deadline - time.perf_counter())
     if not result["profile"]["ok"]:
         return {**result, "ok": False}
     for page, extra in EXPORTS:

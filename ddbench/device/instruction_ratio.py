@@ -1,0 +1,212 @@
+"""SASS instructions per counted primitive: ncu's count of a launch over the emulation's count of the same.
+
+The emulation counts the ddk primitives a kernel calls, not the index arithmetic, softmax or loop control the
+GPU issues besides; the model multiplies the counts by `GpuSpec.verify_instructions_per_counted` and
+`combine_instructions_per_counted` (ddbench/model/gpus.py), measured this way. A device run's ncu step
+profiles a few shapes (`ddbench/device/check.py`, NCU_CASES) and exports `ncu-raw.csv`, one row a launch with
+`smsp__inst_executed.sum`; the emulation counts the same cases, planned for the same GPU, and each launch's
+ratio follows. The counts must be of the kernel that ran: the ncu step records its kernel hash, and a tree
+whose kernel differs is refused (run this in a worktree of the run's commit).
+
+    python -m ddbench.device.instruction_ratio DEVICE_CHECK_JSON NCU_ZIP_OR_CSV [OUT_JSON]
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ddbench.errors import InputError
+
+INSTRUCTIONS = "smsp__inst_executed.sum"
+KERNEL_PREFIXES = (("verify_attention_kernel", "verify"), ("combine_parts_kernel", "combine"))
+RAW_CSV = "ncu-raw.csv"
+
+
+@dataclass(frozen=True)
+class NcuLaunch:
+    kernel: str  # "verify" or "combine", as the emulation's counters name it
+    ctas: int
+    instructions: int  # SASS warp instructions executed, every SM sub-partition
+
+
+@dataclass(frozen=True)
+class LaunchRatio:
+    case: str
+    kernel: str
+    ctas: int
+    sass: int
+    counted: int
+
+    @property
+    def ratio(self) -> float:
+        return self.sass / self.counted
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "case": self.case,
+            "kernel": self.kernel,
+            "ctas": self.ctas,
+            "sass_instructions": self.sass,
+            "counted_instructions": self.counted,
+            "ratio": round(self.ratio, 3),
+        }
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def ncu_launches(csv_text: str, source: str) -> list[NcuLaunch]:
+    """The launches of an `ncu --csv --page raw` export, in order (its second row gives the units)."""
+    rows = list(csv.reader(io.StringIO(csv_text)))
+    if not rows:
+        raise InputError("empty: no header row", file=source)
+    header = rows[0]
+    for column in ("Kernel Name", "launch__grid_size", INSTRUCTIONS):
+        if column not in header:
+            raise InputError(f"no column {column!r}: not an ncu raw page with the full set", file=source)
+    name_at, grid_at, inst_at = (header.index(c) for c in ("Kernel Name", "launch__grid_size", INSTRUCTIONS))
+    launches = []
+    for line, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header) or not row[name_at]:  # the units row, or a blank one
+            continue
+        kernel = next((short for prefix, short in KERNEL_PREFIXES if row[name_at].startswith(prefix)), None)
+        if kernel is None:
+            continue
+        try:
+            launches.append(NcuLaunch(kernel, int(_number(row[grid_at])), int(_number(row[inst_at]))))
+        except ValueError:
+            reason = f"row {line}: a grid or instruction count that is not a number"
+            raise InputError(reason, file=source) from None
+    return launches
+
+
+def counted_instructions(kernel: Mapping[str, Any]) -> int:
+    """The warp instructions the emulation counted in one kernel launch: every CTA shape's phases, times the
+    CTAs of that shape (a sampled run counts one CTA a shape for all of them)."""
+    return sum(
+        shape["count"] * sum(phase["warp_instructions"] for phase in shape["phases"])
+        for shape in kernel["cta_shapes"]
+    )
+
+
+def launch_ratios(
+    counted: Sequence[tuple[str, Mapping[str, Any]]], launches: Sequence[NcuLaunch]
+) -> list[LaunchRatio]:
+    """Pair each case's counted launches (its counters document, kernels in launch order) with ncu's, in
+    order; a kernel or grid that differs means another kernel or plan ran than this tree's, and is refused."""
+    ratios = []
+    at = 0
+    for case, document in counted:
+        for kernel in document["kernels"]:
+            if at >= len(launches):
+                raise InputError(f"ncu has {len(launches)} launches; {case} needs more", file=RAW_CSV)
+            ncu = launches[at]
+            at += 1
+            if (ncu.kernel, ncu.ctas) != (kernel["name"], kernel["ctas"]):
+                raise InputError(
+                    f"launch {at} is {ncu.kernel} on {ncu.ctas} CTAs, the emulation's {case} launches "
+                    f"{kernel['name']} on {kernel['ctas']}: another kernel or plan ran than this tree's",
+                    file=RAW_CSV,
+                )
+            count = counted_instructions(kernel)
+            ratios.append(LaunchRatio(case, ncu.kernel, ncu.ctas, ncu.instructions, count))
+    if at != len(launches):
+        raise InputError(f"ncu has {len(launches) - at} launches more than the cases make", file=RAW_CSV)
+    return ratios
+
+
+def by_kernel(ratios: Sequence[LaunchRatio]) -> dict[str, dict[str, float]]:
+    """Each kernel's lowest, highest and instruction-weighted ratio over the launches."""
+    summary = {}
+    for kernel in dict.fromkeys(r.kernel for r in ratios):
+        mine = [r for r in ratios if r.kernel == kernel]
+        summary[kernel] = {
+            "min": round(min(r.ratio for r in mine), 3),
+            "max": round(max(r.ratio for r in mine), 3),
+            "weighted": round(sum(r.sass for r in mine) / sum(r.counted for r in mine), 3),
+        }
+    return summary
+
+
+def _raw_csv(path: Path) -> str:
+    if path.suffix == ".zip":
+        with zipfile.ZipFile(path) as archive:
+            return archive.read(RAW_CSV).decode()
+    return path.read_text()
+
+
+def measure(report: Mapping[str, Any], csv_text: str) -> dict[str, Any]:
+    """The ratios of a device run's ncu step against this tree's emulation (CPU work: minutes, long cases)."""
+    from ddbench.device.cases import suite_cases
+    from ddbench.device.plan_sweep import SWEEP_SUITE
+    from ddbench.kernel.cuda_build import kernel_sources_hash
+    from ddbench.model.gpus import gpu_key_of_device, gpu_spec
+    from ddbench.runner.emulated_counters import emulated_counters
+
+    ncu = report["steps"]["ncu"]
+    ran, tree = ncu.get("kernel_hash"), kernel_sources_hash()
+    if ran is not None and ran != tree:
+        raise InputError(f"the run's kernel is {ran}, this tree's {tree}: count the kernel that ran")
+    device = report["environment"]["device"]["name"]
+    key = gpu_key_of_device(device)
+    if key is None:
+        raise InputError(f"the model has no table for {device}")
+    suite = ncu.get("suite", SWEEP_SUITE)  # runs before the step recorded it profiled that suite's cases
+    by_id = {c.id: c for c in suite_cases(suite, None)}
+    missing = [i for i in ncu["cases"] if i not in by_id]
+    if missing:
+        raise InputError(f"no case {missing[0]!r} in this tree's suite", file=suite)
+    cases = [by_id[i] for i in ncu["cases"]]
+    counted = [(c.id, emulated_counters(c, gpu_spec(key), sanitize=False)) for c in cases]
+    ratios = launch_ratios(counted, ncu_launches(csv_text, RAW_CSV))
+    return {
+        "gpu": key,
+        "kernel_hash": tree,
+        "kernel_hash_checked": ran is not None,
+        "launches": [r.to_json() for r in ratios],
+        "by_kernel": by_kernel(ratios),
+    }
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) not in (2, 3):
+        print(
+            "usage: python -m ddbench.device.instruction_ratio DEVICE_CHECK_JSON NCU_ZIP_OR_CSV [OUT_JSON]",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        report = json.loads(Path(argv[0]).read_text())
+        if not isinstance(report.get("steps", {}).get("ncu", {}).get("cases"), list):
+            raise InputError("no ncu step with its cases", file=argv[0])
+        result = measure(report, _raw_csv(Path(argv[1])))
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
+        print(f"instruction_ratio: cannot read the run: {err}", file=sys.stderr)
+        return 2
+    except InputError as err:
+        print(f"instruction_ratio: {err.message}", file=sys.stderr)
+        return 2
+    if not result["kernel_hash_checked"]:
+        print("note: the run recorded no kernel hash; the counts are this tree's kernel", file=sys.stderr)
+    for r in result["launches"]:
+        print(f"{r['case']}  {r['kernel']:8} {r['ctas']:6} CTAs  {r['ratio']:.2f} SASS a counted primitive")
+    for kernel, s in result["by_kernel"].items():
+        print(f"{kernel}: {s['min']:.2f} .. {s['max']:.2f}, weighted {s['weighted']:.2f}")
+    if len(argv) == 3:
+        from ddbench.atomic import write_json_atomic
+
+        write_json_atomic(Path(argv[2]), result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

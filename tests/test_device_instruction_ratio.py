@@ -1,0 +1,125 @@
+"""ncu's SASS instructions over the emulation's counted ones, launch by launch: parsed, paired in order, and
+refused where the launches are not the same kernel and plan."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import pytest
+
+from ddbench.device.instruction_ratio import (
+    NcuLaunch,
+    by_kernel,
+    counted_instructions,
+    launch_ratios,
+    main,
+    ncu_launches,
+)
+from ddbench.errors import InputError
+
+HEADER = ["ID", "Kernel Name", "launch__grid_size", "smsp__inst_executed.sum", "gpu__time_duration.sum"]
+
+
+def raw_csv(*launches: tuple[str, str, str]) -> str:
+    lines = [HEADER, ["", "", "", "inst", "us"]]  # ncu's second row: the units
+    lines += [[str(i), name, grid, inst, "1.0"] for i, (name, grid, inst) in enumerate(launches)]
+    return "\n".join(",".join(f'"{cell}"' for cell in line) for line in lines) + "\n"
+
+
+def counters(*kernels: tuple[str, int, list[tuple[int, list[int]]]]) -> dict:
+    """kernels: (name, ctas, [(shape count, [warp instructions of each phase])])."""
+    return {
+        "kernels": [
+            {
+                "name": name,
+                "ctas": ctas,
+                "cta_shapes": [
+                    {"count": count, "phases": [{"warp_instructions": w} for w in phases]}
+                    for count, phases in shapes
+                ],
+            }
+            for name, ctas, shapes in kernels
+        ]
+    }
+
+
+def test_the_raw_page_gives_each_ddbench_launch_in_order_and_skips_others():
+    text = raw_csv(
+        ("verify_attention_kernel(VerifyParams)", "132", "98350124.000000"),
+        ("some_other_kernel(int)", "1", "5"),
+        ("combine_parts_kernel(VerifyParams)", "4,160", "11535680.000000"),
+    )
+    assert ncu_launches(text, "ncu-raw.csv") == [
+        NcuLaunch("verify", 132, 98_350_124),
+        NcuLaunch("combine", 4_160, 11_535_680),
+    ]
+
+
+def test_a_page_without_the_instruction_count_names_the_file_and_the_column():
+    text = raw_csv(("verify_attention_kernel(VerifyParams)", "132", "1")).replace(
+        "smsp__inst_executed.sum", "x"
+    )
+    with pytest.raises(InputError, match=r"run7/ncu-raw.csv: no column 'smsp__inst_executed.sum'"):
+        ncu_launches(text, "run7/ncu-raw.csv")
+
+
+def test_a_launchs_counted_instructions_are_every_shapes_phases_times_its_ctas():
+    doc = counters(("verify", 5, [(3, [10, 20]), (2, [7])]))
+    assert counted_instructions(doc["kernels"][0]) == 3 * 30 + 2 * 7
+
+
+def test_launches_pair_in_order_and_each_kernel_is_summarised():
+    a = counters(("verify", 120, [(120, [100])]))
+    b = counters(("verify", 132, [(132, [200])]), ("combine", 72, [(72, [10])]))
+    launches = [
+        NcuLaunch("verify", 120, 54_000),
+        NcuLaunch("verify", 132, 132 * 200 * 5),
+        NcuLaunch("combine", 72, 7_200),
+    ]
+    ratios = launch_ratios([("a", a), ("b", b)], launches)
+    assert [(r.case, r.kernel, r.ratio) for r in ratios] == [
+        ("a", "verify", 4.5),
+        ("b", "verify", 5.0),
+        ("b", "combine", 10.0),
+    ]
+    weighted = (54_000 + 132_000) / (12_000 + 26_400)
+    assert by_kernel(ratios) == {
+        "verify": {"min": 4.5, "max": 5.0, "weighted": round(weighted, 3)},
+        "combine": {"min": 10.0, "max": 10.0, "weighted": 10.0},
+    }
+
+
+@pytest.mark.parametrize(
+    ("launches", "reason"),
+    [
+        ([NcuLaunch("verify", 121, 1)], "another kernel or plan ran"),  # the plan split otherwise
+        ([NcuLaunch("combine", 120, 1)], "another kernel or plan ran"),
+        ([], "needs more"),
+        ([NcuLaunch("verify", 120, 1), NcuLaunch("verify", 120, 1)], "1 launches more"),
+    ],
+)
+def test_launches_that_do_not_pair_with_the_emulations_are_refused(launches, reason):
+    with pytest.raises(InputError, match=reason):
+        launch_ratios([("a", counters(("verify", 120, [(120, [100])])))], launches)
+
+
+def test_a_run_of_another_kernel_is_refused_before_any_counting(tmp_path, capsys):
+    report = {
+        "environment": {"device": {"name": "NVIDIA H200"}},
+        "steps": {"ncu": {"cases": ["q9-p4096"], "kernel_hash": "0000000000000000"}},
+    }
+    (tmp_path / "device-check.json").write_text(json.dumps(report))
+    with zipfile.ZipFile(tmp_path / "ncu.zip", "w") as z:
+        z.writestr("ncu-raw.csv", raw_csv(("verify_attention_kernel(VerifyParams)", "120", "1")))
+    assert main([str(tmp_path / "device-check.json"), str(tmp_path / "ncu.zip")]) == 2
+    assert "the run's kernel is 0000000000000000, this tree's" in capsys.readouterr().err
+
+
+def test_a_run_without_an_ncu_step_or_its_files_is_refused(tmp_path, capsys):
+    (tmp_path / "device-check.json").write_text(json.dumps({"steps": {"latency": {}}}))
+    assert main([str(tmp_path / "device-check.json"), str(tmp_path / "ncu.zip")]) == 2
+    assert "no ncu step with its cases" in capsys.readouterr().err
+    assert main([str(tmp_path / "missing.json"), str(tmp_path / "ncu.zip")]) == 2
+    assert "cannot read the run" in capsys.readouterr().err
+    assert main(["one"]) == 2
