@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from ddbench.errors import InputError
-from ddbench.model.calibration import FITTED, UNCALIBRATED, UNCALIBRATED_LABEL, calibration_for
+from ddbench.model.calibration import (
+    FITTED,
+    UNCALIBRATED,
+    UNCALIBRATED_LABEL,
+    Calibration,
+    CaseError,
+    calibration_for,
+    with_what_if,
+)
 from ddbench.model.gpus import GPUS, RTX_PRO_6000
 
 COMMITTED = Path(__file__).resolve().parents[1] / "ddbench" / "model" / "calibration.json"
@@ -65,3 +73,34 @@ def test_a_bad_calibration_names_the_file_and_field(doc, where):
     with pytest.raises(InputError) as err:
         calibration_for(doc, "rtx-pro-6000", "cal.json")
     assert err.value.message.startswith("cal.json") and where in err.value.message
+
+
+def test_a_what_if_sets_constants_by_hand_and_says_it_is_no_measurement():
+    fitted = Calibration("measured on a test GPU", {"l2_gbs": 4000.0}, (CaseError("c", 10.0, 11.0),))
+    asked = with_what_if(fitted, ["issue_per_clk=1.5", "sms=100.0"])
+    assert asked.constants == {"l2_gbs": 4000.0, "issue_per_clk": 1.5, "sms": 100}
+    assert isinstance(asked.constants["sms"], int)
+    assert asked.label == "measured on a test GPU; what-if issue_per_clk=1.5, sms=100 (not measured)"
+    assert (
+        asked.errors == () and asked.error_band == "not measured"
+    )  # the fit's errors were of other constants
+    assert asked.apply(RTX_PRO_6000).issue_per_clk == 1.5
+    assert with_what_if(fitted, []) is fitted
+
+
+@pytest.mark.parametrize(
+    ("assignment", "reason"),
+    [
+        ("issue=1", "NAME one of"),
+        ("key=1", "NAME one of"),  # not a number of the table
+        ("issue_per_clk", "NAME one of"),
+        ("issue_per_clk=fast", "not a positive number"),
+        ("issue_per_clk=0", "not a positive number"),
+        ("issue_per_clk=nan", "not a positive number"),
+        ("issue_per_clk=inf", "not a positive number"),
+    ],
+)
+def test_a_bad_what_if_names_the_option_and_the_reason(assignment, reason):
+    with pytest.raises(InputError, match=reason) as err:
+        with_what_if(UNCALIBRATED, [assignment])
+    assert err.value.message.startswith("--what-if: ")

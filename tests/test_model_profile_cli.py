@@ -157,6 +157,25 @@ def test_a_profile_from_given_counters_is_labelled_modeled_everywhere(inputs):
     assert (out / "p.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_what_if_models_the_same_counters_under_a_constant_set_by_hand(inputs):
+    """A slower issue rate can only lengthen the modeled time; the document says what was asked."""
+    tmp, _ = inputs
+    common = ["--counters", str(tmp / "counters.json"), "--registers", str(tmp / "regs.json")]
+    assert _run(*common, "--json", str(tmp / "a.json")).exit_code == 0
+    result = _run(*common, "--what-if", "issue_per_clk=0.5", "--json", str(tmp / "b.json"))
+    assert result.exit_code == 0, result.output
+    plain, asked = (json.loads((tmp / f).read_text()) for f in ("a.json", "b.json"))
+    assert asked["calibration"].endswith("what-if issue_per_clk=0.5 (not measured)")
+    assert asked["model_error"] == "not measured"
+    times = [[c["cuda"]["modeled_us"] for c in d["cases"]] for d in (plain, asked)]
+    assert all(b >= a for a, b in zip(*times, strict=True)) and times[1] != times[0]
+    refused = _run(*common, "--what-if", "issue_per_clk=1", "--update-baseline", str(tmp / "base.json"))
+    assert refused.exit_code == 2 and "neither writes nor judges a baseline" in refused.output
+    assert not (tmp / "base.json").exists()
+    bad = _run(*common, "--what-if", "issue_per_clk=zero")
+    assert bad.exit_code == 2 and "--what-if: 'issue_per_clk=zero'" in bad.output
+
+
 def test_counters_missing_a_case_name_the_file(inputs):
     tmp, cases = inputs
     doc = json.loads((tmp / "counters.json").read_text())

@@ -19,6 +19,7 @@ from rich.table import Table
 from ddbench.atomic import check_writable, write_atomic, write_json_atomic
 from ddbench.cli.common import load_suites, require_cases, select_cases, stdout
 from ddbench.errors import InputError
+from ddbench.model.calibration import with_what_if
 from ddbench.model.gpus import GPUS, gpu_spec
 from ddbench.model.kernel_time import LAUNCH_MODES
 from ddbench.model.model_baseline import Tolerances, baseline_document, case_tolerances, regressions
@@ -117,6 +118,13 @@ def _print(profiles: list[CaseProfile], title: str) -> None:
     help="Run the counted launch under the emulation's racecheck and memcheck; exit 1 on a finding.",
 )
 @click.option(
+    "--what-if",
+    "what_if",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Model with a table constant set by hand (e.g. issue_per_clk=1.5), labelled what-if; no baselines.",
+)
+@click.option(
     "--full-only",
     is_flag=True,
     help="Leave out the cases that would be counted on one CTA per work shape (big ones); say how many.",
@@ -137,6 +145,7 @@ def profile_command(
     plot_path: str | None,
     sanitize: bool,
     full_only: bool,
+    what_if: tuple[str, ...],
 ) -> None:
     """Model the custom kernel's time on a GPU from the emulation's counters (every figure is modeled)."""
     reads = [*suites, *(p for p in (counters_path, registers_path, baseline_path) if p)]
@@ -149,6 +158,8 @@ def profile_command(
     for option, path in outputs:
         if path:
             check_writable(path, option, reads)
+    if what_if and (baseline_path or update_path):
+        raise click.UsageError("--what-if asks the model a question: it neither writes nor judges a baseline")
     cases = select_cases(load_suites(suites), filter_expr)
     require_cases(cases, filter_expr)
     left_out = 0
@@ -159,7 +170,7 @@ def profile_command(
             raise InputError("--full-only: every selected case would be sampled", path="--full-only")
         cases = kept
     gpu = gpu_spec(gpu_key)
-    calibration = calibration_of(gpu)
+    calibration = with_what_if(calibration_of(gpu), what_if)
     given = None if counters_path is None else _counters_from_file(counters_path, cases)
     modeled = model_cases(cases, gpu, calibration, launch_mode, given, registers_path, sanitize)
     profiles, sources, notes = modeled.profiles, modeled.sources, modeled.notes

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +21,16 @@ UNCALIBRATED_LABEL = "uncalibrated: datasheet values"
 # Without a measurement the model's error is argued, not known: see docs/model.md ("Error").
 UNCALIBRATED_ERROR_BAND = "about -50 % / +100 % (uncalibrated; not yet measured)"
 _TUNABLE = {f.name for f in dataclasses.fields(GpuSpec)} - {"key", "name", "arch"}
+INTEGER_CONSTANTS = (
+    "sms",
+    "smem_per_sm_bytes",
+    "smem_per_cta_bytes",
+    "registers_per_sm",
+    "max_warps_per_sm",
+    "max_ctas_per_sm",
+    "mma_flop_per_clk_per_sm",
+    "l2_bytes",
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,34 @@ def _number(value: Any, path: str, source: str) -> float:
     return value
 
 
+def _typed(constants: dict[str, float]) -> dict[str, float]:
+    """The table's counts as integers (SMs, bytes, registers, warps, CTAs, FLOP per clock)."""
+    return {k: int(v) if k in INTEGER_CONSTANTS else v for k, v in constants.items()}
+
+
+def with_what_if(calibration: Calibration, assignments: Sequence[str]) -> Calibration:
+    """The calibration with table constants set by hand (`NAME=VALUE`, e.g. another GPU's fitted issue
+    rate): a question put to the model, never a fit. Its label says so, and it keeps no measured errors, so
+    its error band reads "not measured"."""
+    changed: dict[str, float] = {}
+    for assignment in assignments:
+        name, sep, value = assignment.partition("=")
+        if not sep or name not in _TUNABLE:
+            raise InputError(f"{assignment!r}: NAME=VALUE, NAME one of {sorted(_TUNABLE)}", path="--what-if")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if not 0 < number < math.inf:
+            raise InputError(f"{assignment!r}: {value!r} is not a positive number", path="--what-if")
+        changed[name] = number
+    if not changed:
+        return calibration
+    said = ", ".join(f"{k}={v:g}" for k, v in changed.items())
+    label = f"{calibration.label}; what-if {said} (not measured)"
+    return Calibration(label, {**calibration.constants, **_typed(changed)})
+
+
 def calibration_for(doc: Any, gpu_key: str, source: str) -> Calibration:
     """The calibration of `gpu_key` in a calibration document; UNCALIBRATED when it holds none."""
     if not isinstance(doc, Mapping) or doc.get("format_version") != FORMAT_VERSION:
@@ -87,19 +125,7 @@ def calibration_for(doc: Any, gpu_key: str, source: str) -> Calibration:
         raise InputError(
             f"unknown constants {unknown} (known: {sorted(_TUNABLE)})", file=source, path=f"{path}.constants"
         )
-    fitted = {k: _number(v, f"{path}.constants.{k}", source) for k, v in constants.items()}
-    for k in (
-        "sms",
-        "smem_per_sm_bytes",
-        "smem_per_cta_bytes",
-        "registers_per_sm",
-        "max_warps_per_sm",
-        "max_ctas_per_sm",
-        "mma_flop_per_clk_per_sm",
-        "l2_bytes",
-    ):
-        if k in fitted:
-            fitted[k] = int(fitted[k])
+    fitted = _typed({k: _number(v, f"{path}.constants.{k}", source) for k, v in constants.items()})
     errors = []
     for i, e in enumerate(entry.get("errors", [])):
         epath = f"{path}.errors[{i}]"
