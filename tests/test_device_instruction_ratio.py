@@ -119,7 +119,15 @@ def test_a_run_of_another_kernel_is_refused_before_any_counting(tmp_path, capsys
 def test_a_run_without_an_ncu_step_or_its_files_is_refused(tmp_path, capsys):
     (tmp_path / "device-check.json").write_text(json.dumps({"steps": {"latency": {}}}))
     assert main([str(tmp_path / "device-check.json"), str(tmp_path / "ncu.zip")]) == 2
-    assert "no ncu step with its cases" in capsys.readouterr().err
+    assert "device-check.json: steps.ncu.cases: no ncu step with its cases" in capsys.readouterr().err
+    (tmp_path / "device-check.json").write_text(
+        json.dumps({"steps": {"ncu": {"cases": ["a"]}}, "environment": 3})
+    )
+    assert main([str(tmp_path / "device-check.json"), str(tmp_path / "ncu.zip")]) == 2
+    assert "environment.device.name: no device name" in capsys.readouterr().err
+    (tmp_path / "device-check.json").write_text("[1, 2]")
+    assert main([str(tmp_path / "device-check.json"), str(tmp_path / "ncu.zip")]) == 2
+    assert "no ncu step" in capsys.readouterr().err
     assert main([str(tmp_path / "missing.json"), str(tmp_path / "ncu.zip")]) == 2
     assert "cannot read the run" in capsys.readouterr().err
     assert main(["one"]) == 2

@@ -23,7 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ddbench.atomic import write_json_atomic
+from ddbench.device.cases import suite_cases
+from ddbench.device.plan_sweep import SWEEP_SUITE
 from ddbench.errors import InputError
+from ddbench.kernel.cuda_build import kernel_sources_hash
+from ddbench.model.gpus import gpu_key_of_device, gpu_spec
+from ddbench.runner.emulated_counters import emulated_counters
 
 INSTRUCTIONS = "smsp__inst_executed.sum"
 KERNEL_PREFIXES = (("verify_attention_kernel", "verify"), ("combine_parts_kernel", "combine"))
@@ -144,19 +150,30 @@ def _raw_csv(path: Path) -> str:
     return path.read_text()
 
 
+def _at(document: Any, *keys: str) -> Any:
+    """document[k1][k2]..., or None where a level is missing or not an object."""
+    for key in keys:
+        document = document.get(key) if isinstance(document, Mapping) else None
+    return document
+
+
+def _ncu_step(report: Any) -> Mapping[str, Any]:
+    """The device check's ncu step, with the case IDs it profiled, on a device that is named."""
+    cases = _at(report, "steps", "ncu", "cases")
+    if not isinstance(cases, list) or not all(isinstance(c, str) for c in cases):
+        raise InputError("no ncu step with its cases", path="steps.ncu.cases")
+    if not isinstance(_at(report, "environment", "device", "name"), str):
+        raise InputError("no device name", path="environment.device.name")
+    return report["steps"]["ncu"]
+
+
 def measure(report: Mapping[str, Any], csv_text: str) -> dict[str, Any]:
     """The ratios of a device run's ncu step against this tree's emulation (CPU work: minutes, long cases)."""
-    from ddbench.device.cases import suite_cases
-    from ddbench.device.plan_sweep import SWEEP_SUITE
-    from ddbench.kernel.cuda_build import kernel_sources_hash
-    from ddbench.model.gpus import gpu_key_of_device, gpu_spec
-    from ddbench.runner.emulated_counters import emulated_counters
-
-    ncu = report["steps"]["ncu"]
+    ncu = _ncu_step(report)
     ran, tree = ncu.get("kernel_hash"), kernel_sources_hash()
     if ran is not None and ran != tree:
         raise InputError(f"the run's kernel is {ran}, this tree's {tree}: count the kernel that ran")
-    device = report["environment"]["device"]["name"]
+    device = report["environment"]["device"]["name"]  # checked by _ncu_step
     key = gpu_key_of_device(device)
     if key is None:
         raise InputError(f"the model has no table for {device}")
@@ -186,14 +203,14 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         report = json.loads(Path(argv[0]).read_text())
-        if not isinstance(report.get("steps", {}).get("ncu", {}).get("cases"), list):
-            raise InputError("no ncu step with its cases", file=argv[0])
+        _ncu_step(report)
         result = measure(report, _raw_csv(Path(argv[1])))
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
         print(f"instruction_ratio: cannot read the run: {err}", file=sys.stderr)
         return 2
     except InputError as err:
-        print(f"instruction_ratio: {err.message}", file=sys.stderr)
+        where = f"{argv[0]}: " if err.file is None else ""
+        print(f"instruction_ratio: {where}{err.message}", file=sys.stderr)
         return 2
     if not result["kernel_hash_checked"]:
         print("note: the run recorded no kernel hash; the counts are this tree's kernel", file=sys.stderr)
@@ -202,8 +219,6 @@ def main(argv: list[str]) -> int:
     for kernel, s in result["by_kernel"].items():
         print(f"{kernel}: {s['min']:.2f} .. {s['max']:.2f}, weighted {s['weighted']:.2f}")
     if len(argv) == 3:
-        from ddbench.atomic import write_json_atomic
-
         write_json_atomic(Path(argv[2]), result)
     return 0
 
