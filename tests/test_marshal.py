@@ -27,12 +27,14 @@ from ddbench.kernel.plan import (
     BLOCK_N,
     DEFAULT_DRAM_PACE,
     DRAM_PACE_BY_DEVICE,
+    MAX_CLUSTERS_BY_DEVICE,
     MIN_TILES_PER_CTA,
     PACE_FIXED_TILES,
     PACE_MARGIN,
     WHOLE_FIXED_TILES,
     WHOLE_WAVES,
     dram_pace_of,
+    max_clusters_of,
     plan_launch,
 )
 from ddbench.suite import Case, parse_suite
@@ -605,6 +607,45 @@ def test_clusters_where_the_parts_cost_more_than_the_merge(batch, heads, q_len, 
     assert plan.ctas % plan.cluster == 0 and plan.splits
     # where clusters merge, the verify kernel merges what they leave (the final merge): no combine kernel
     assert plan.final_merge == (cluster > 1) and plan.combines == (cluster == 1)
+
+
+@pytest.mark.parametrize(
+    ("batch", "heads", "q_len", "prefix", "sms", "device", "free", "capped"),
+    [
+        # the H200 runs 15 clusters of 8 at once (ncu, run 7). 2 row tiles of a short split, 8 clusters each:
+        # 7 each keep 112 of 129 CTAs, under ALIGNED_SHARE, so no clusters and the combine (the GPU backend
+        # fell back to that at launch; the model now models it)
+        (1, 8, 6, 8192, 132, "NVIDIA H200", (128, 8), (129, 1)),
+        (4, 8, 6, 1024, 132, "NVIDIA H200", (128, 8), (64, 8)),  # 8 row tiles: 1 cluster each, not 2
+        (1, 8, 9, 4096, 132, "NVIDIA H200", (120, 8), (120, 8)),  # 3 row tiles of 5: 15, as the ncu run had
+        # the RTX PRO 6000 (22 at once, an estimate): q65 p4k's 11 row tiles keep their two clusters of 8
+        (1, 8, 65, 4096, 188, "NVIDIA RTX PRO 6000 Blackwell", (176, 8), (176, 8)),
+        # 23 clusters of 8 straddling 20 row tiles: 22
+        (4, 8, 17, 1312, 188, "NVIDIA RTX PRO 6000 Blackwell", (184, 8), (176, 8)),
+    ],
+)
+def test_clusters_of_8_are_no_more_than_the_gpu_runs_at_once(
+    batch, heads, q_len, prefix, sms, device, free, capped
+):
+    """A cluster's CTAs share a GPC: a plan of more clusters than the GPCs hold would run its last ones in a
+    second wave (the GPU backend would fall back to no clusters at all)."""
+    keys = batch * (prefix + q_len)
+    pace, limit = dram_pace_of(device), max_clusters_of(device)
+    unlimited = plan_launch(batch, heads, q_len, keys, sms, dram_pace=pace)
+    plan = plan_launch(batch, heads, q_len, keys, sms, dram_pace=pace, max_clusters=limit)
+    assert (unlimited.ctas, unlimited.cluster) == free and (plan.ctas, plan.cluster) == capped
+    assert free == capped or free[0] // 8 > limit  # the limit changes only plans of more clusters than it
+    assert plan.cluster < 8 or plan.ctas // 8 <= limit
+    assert plan.final_merge == (plan.cluster > 1) and plan.ctas % plan.cluster == 0
+
+
+def test_every_gpu_has_a_cluster_limit_and_an_unknown_one_none():
+    from ddbench.model.gpus import GPUS
+
+    assert len(MAX_CLUSTERS_BY_DEVICE) == len(GPUS)
+    assert all(max_clusters_of(gpu.name) for gpu in GPUS.values())
+    assert max_clusters_of("NVIDIA H200") == 15
+    assert max_clusters_of("NVIDIA A100-SXM4-80GB") is None
 
 
 def test_a_forced_cluster_must_fit():

@@ -18,7 +18,7 @@ from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.build import KernelBuildError, build_emulation_library, find_kernels_dir
 from ddbench.kernel.counters import LaunchCounters, parse_counters
 from ddbench.kernel.launch import PreparedLaunch, prepare_launch
-from ddbench.kernel.plan import DEFAULT_DRAM_PACE, DEFAULT_SM_COUNT
+from ddbench.kernel.plan import DEFAULT_DRAM_PACE, DEFAULT_MAX_CLUSTERS, DEFAULT_SM_COUNT
 from ddbench.kernel.sanitizer import SanitizerReport, parse_sanitizer_report
 from ddbench.kernel.work_shapes import verify_work_shapes
 from ddbench.kernel.work_split import cta_arrivals, last_arrivals, request_extents
@@ -92,16 +92,19 @@ class CudaEmuBackend:
         dram_pace: float | None = DEFAULT_DRAM_PACE,
         cluster: int | None = None,
         final_merge: bool | None = None,
+        max_clusters: int | None = DEFAULT_MAX_CLUSTERS,
     ) -> None:
         self.ctas = ctas  # None: the same plan as on a GPU (ddbench/kernel/plan.py)
         self.whole_row_tiles = whole_row_tiles
         self.row_groups = row_groups  # None: the plan's 32 or 48 rows per CTA
         self.cluster = cluster  # CTAs per thread-block cluster; None: the plan's (the emulation has clusters)
         self.final_merge = final_merge  # split row tiles merged in the verify kernel; None: the plan's
-        # The GPU the launch is planned for: its SMs (None: an RTX PRO 6000's) and its DRAM pace (None: plan
-        # on every SM), see ddbench/kernel/plan.py; profile sets both.
+        # The GPU the launch is planned for: its SMs (None: an RTX PRO 6000's), its DRAM pace (None: plan on
+        # every SM) and the clusters of 8 it runs at once (None: no limit), see ddbench/kernel/plan.py;
+        # profile sets all three.
         self.sm_count = sm_count
         self.dram_pace = dram_pace
+        self.max_clusters = max_clusters
         self.workers = workers if workers is not None else int(os.environ.get("DDK_EMU_WORKERS", "0") or 0)
         self._library: ctypes.CDLL | None = None
         self._problem: str | None = None
@@ -165,7 +168,13 @@ class CudaEmuBackend:
     def marshaled_launch(self, inputs: VerifyInputs) -> PreparedLaunch:
         """Marshaling and plan; the seam `ddbench selftest`'s mutants use to inject marshaling mistakes."""
         sm_count = DEFAULT_SM_COUNT if self.sm_count is None else self.sm_count
-        return prepare_launch(inputs, sm_count=sm_count, dram_pace=self.dram_pace, **self.plan_options)
+        return prepare_launch(
+            inputs,
+            sm_count=sm_count,
+            dram_pace=self.dram_pace,
+            max_clusters=self.max_clusters,
+            **self.plan_options,
+        )
 
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         """Marshal and plan once; the launch is the emulated kernel call alone."""

@@ -14,7 +14,7 @@ from ddbench.backends.protocol import Availability, Capabilities, Launch
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.build import nvcc_available
 from ddbench.kernel.launch import prepare_launch
-from ddbench.kernel.plan import LaunchPlan, dram_pace_of
+from ddbench.kernel.plan import MAX_CLUSTER, MAX_ROW_GROUPS, LaunchPlan, dram_pace_of
 
 
 class CudaKernelBackend:
@@ -66,16 +66,19 @@ class CudaKernelBackend:
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         extension = self._load()
         device = torch.cuda.get_device_properties(inputs.device)
+        # Thread-block clusters from sm_90, as many as the GPU runs at once (a cluster's CTAs need SMs of one
+        # GPC; the driver says how many clusters of 8 fit, one CTA an SM at either row width): the plan's
+        # one wave must stay one.
+        clusters = device.major >= 9
         plan_options = {
             "sm_count": device.multi_processor_count,
             "dram_pace": dram_pace_of(device.name),
+            "max_clusters": extension.max_active_clusters(MAX_CLUSTER, MAX_ROW_GROUPS) if clusters else None,
             "ctas": self.ctas,
             "whole_row_tiles": self.whole_row_tiles,
             "row_groups": self.row_groups,
         }
-        # Thread-block clusters from sm_90, as long as the GPU runs all of them at once: a cluster's CTAs
-        # need SMs of one GPC, and the plan's one wave must stay one.
-        cluster = self.cluster if device.major >= 9 else 1
+        cluster = self.cluster if clusters else 1
         launch = prepare_launch(inputs, cluster=cluster, **plan_options)
         plan = launch.plan
         if plan.cluster > 1 and plan.ctas // plan.cluster > extension.max_active_clusters(

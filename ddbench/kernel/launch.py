@@ -11,7 +11,14 @@ import torch
 
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.marshal import KernelInputs, marshal
-from ddbench.kernel.plan import DEFAULT_DRAM_PACE, DEFAULT_SM_COUNT, PART_QUARTERS, LaunchPlan, plan_launch
+from ddbench.kernel.plan import (
+    DEFAULT_DRAM_PACE,
+    DEFAULT_MAX_CLUSTERS,
+    DEFAULT_SM_COUNT,
+    PART_QUARTERS,
+    LaunchPlan,
+    plan_launch,
+)
 from ddbench.suite.presets import HEAD_DIM_V
 
 
@@ -40,12 +47,22 @@ def prepare_launch(
     dram_pace: float | None = DEFAULT_DRAM_PACE,
     cluster: int | None = None,
     final_merge: bool | None = None,
+    max_clusters: int | None = DEFAULT_MAX_CLUSTERS,
 ) -> PreparedLaunch:
-    """`sm_count` and `dram_pace` are the GPU's the launch is planned for (by default an RTX PRO 6000's);
-    `cluster` is 1 where the GPU has no thread-block clusters, None to let the plan choose."""
+    """`sm_count`, `dram_pace` and `max_clusters` are the GPU's the launch is planned for (by default an RTX
+    PRO 6000's); `cluster` is 1 where the GPU has no thread-block clusters, None to let the plan choose."""
     k = marshal(inputs)
     return launch_for(
-        k, inputs.o_extend, sm_count, ctas, whole_row_tiles, row_groups, dram_pace, cluster, final_merge
+        k,
+        inputs.o_extend,
+        sm_count,
+        ctas,
+        whole_row_tiles,
+        row_groups,
+        dram_pace,
+        cluster,
+        final_merge,
+        max_clusters,
     )
 
 
@@ -59,6 +76,7 @@ def launch_for(
     dram_pace: float | None = DEFAULT_DRAM_PACE,
     cluster: int | None = None,
     final_merge: bool | None = None,
+    max_clusters: int | None = DEFAULT_MAX_CLUSTERS,
 ) -> PreparedLaunch:
     """The plan and workspace for already-marshaled inputs (the self-test's mutants marshal their own). The
     arrival counters are fresh zeros here; a GPU backend keeps its own, left zero by every launch."""
@@ -74,6 +92,7 @@ def launch_for(
         dram_pace,
         cluster,
         final_merge,
+        max_clusters,
     )
     ws_o = ws_lse = ws_scale = arrivals = None
     if plan.splits:

@@ -120,6 +120,14 @@ CLUSTER_KEPT = 0.98
 # 12 % faster to 21 % slower).
 SHORT_CLUSTER_TILES = 3.0
 DEFAULT_DRAM_PACE = DRAM_PACE_BY_DEVICE[0][1]  # the emulation plans as if on an RTX PRO 6000
+# Clusters of MAX_CLUSTER CTAs a GPU runs at once, one CTA an SM: a cluster's CTAs share a GPC, so a GPC of
+# 14 SMs holds one cluster of 8 and one of 16 two. The H200's 15 is measured (ncu's launch__cluster_max_active
+# of run 7's q9 p4k launch, 120 CTAs in clusters of 8: 15 at once, of 132 SMs); the sm_120 figures are
+# estimates from GB202's 12 GPCs of 16 SMs: the RTX PRO 6000's 188 SMs leave two GPCs short (22), the RTX
+# 5090's 170 may leave eleven short (13). A plan of more would run its last clusters in a second wave (the
+# GPU backend asks the driver, cudaOccupancyMaxActiveClusters, and plans with its answer).
+MAX_CLUSTERS_BY_DEVICE = (("rtx pro 6000", 22), ("rtx 5090", 13), ("h200", 15))
+DEFAULT_MAX_CLUSTERS = MAX_CLUSTERS_BY_DEVICE[0][1]
 PACE_MARGIN = 1.15
 PACE_FIXED_TILES = 2.0
 
@@ -136,6 +144,13 @@ def dram_pace_of(device_name: str) -> float | None:
     """The DRAM pace of a GPU by the name it gives itself, or None (plan on every SM) for one not listed."""
     lowered = device_name.lower()
     return next((pace for needle, pace in DRAM_PACE_BY_DEVICE if needle in lowered), None)
+
+
+def max_clusters_of(device_name: str) -> int | None:
+    """Clusters of MAX_CLUSTER CTAs a GPU runs at once, by its name, or None (no limit known) for one not
+    listed."""
+    lowered = device_name.lower()
+    return next((n for needle, n in MAX_CLUSTERS_BY_DEVICE if needle in lowered), None)
 
 
 @dataclass(frozen=True)
@@ -213,6 +228,7 @@ def plan_launch(
     dram_pace: float | None = None,
     cluster: int | None = None,
     final_merge: bool | None = None,
+    max_clusters: int | None = None,
 ) -> LaunchPlan:
     """Whole row tiles, one per CTA, where balanced ranges would save less than they cost; else one
     wave of CTAs, about MIN_TILES_PER_CTA key tiles or more each, never fewer CTAs than row tiles, and no
@@ -222,7 +238,9 @@ def plan_launch(
     forbids (False) one CTA per whole row tile; `row_groups` forces 32 (2) or 48 (3) rows per CTA; `cluster`
     forces CTAs per cluster (1: none, for GPUs before sm_90), None lets the plan choose (MAX_CLUSTER; never
     without `dram_pace`); `final_merge` forces (True) or forbids (False) merging split row tiles in the verify
-    kernel, None: where clusters merge (see MAX_LISTED_CTAS).
+    kernel, None: where clusters merge (see MAX_LISTED_CTAS); `max_clusters`: the clusters of MAX_CLUSTER CTAs
+    the GPU runs at once (MAX_CLUSTERS_BY_DEVICE), which a chosen split in them does not exceed (None: no
+    limit).
     """
     if cluster is not None and not 1 <= cluster <= MAX_CLUSTER:
         raise ValueError(f"cluster must be 1 to {MAX_CLUSTER} CTAs, not {cluster}")
@@ -259,9 +277,11 @@ def plan_launch(
         if ctas is not None or dram_pace is None:
             cluster = 1
         elif pays:
-            split, cluster = _clustered(split, all_row_tiles)
+            split, cluster = _clustered(split, all_row_tiles, max_clusters)
         elif units < ALIGN_FROM_TILES * split:  # a short split: clusters of 8 and no combine (see below)
-            split, cluster = _short_clustered(split, units, all_row_tiles, slots, parts >= CLUSTER_FROM_TILES)
+            at_once = min(slots // MAX_CLUSTER, slots if max_clusters is None else max_clusters)
+            straddle = parts >= CLUSTER_FROM_TILES
+            split, cluster = _short_clustered(split, units, all_row_tiles, at_once, straddle)
         else:  # parts too cheap for the merge to pay (the H200's)
             cluster = 1
     elif split % cluster:
@@ -275,36 +295,44 @@ def plan_launch(
     return LaunchPlan(split, 0, row_tiles, row_groups, halves, cluster, final_merge)
 
 
-def _clustered(split: int, all_row_tiles: int) -> tuple[int, int]:
+def _clustered(split: int, all_row_tiles: int, max_clusters: int | None = None) -> tuple[int, int]:
     """CTAs and CTAs per cluster: every row tile cut into k parts (the split rounded down to a multiple of the
     row tiles), in clusters of the largest size that keeps CLUSTER_KEPT of the most CTAs any size keeps (k
-    rounded down to its multiple), where that keeps ALIGNED_SHARE of the split; else the split without
-    clusters."""
+    rounded down to its multiple, and for clusters of MAX_CLUSTER to what the GPU runs at once), where that
+    keeps ALIGNED_SHARE of the split; else the split without clusters."""
     k = split // all_row_tiles if all_row_tiles else 0
     if k < 2:
         return split, 1
-    most = max(k // c * c for c in range(2, min(k, MAX_CLUSTER) + 1))
-    size = max(c for c in range(2, min(k, MAX_CLUSTER) + 1) if k // c * c >= CLUSTER_KEPT * most)
-    kept = k // size * size
+
+    def kept_of(c: int) -> int:
+        if c == MAX_CLUSTER and max_clusters is not None:
+            return min(k, max_clusters // all_row_tiles * c) // c * c
+        return k // c * c
+
+    most = max(kept_of(c) for c in range(2, min(k, MAX_CLUSTER) + 1))
+    size = max(c for c in range(2, min(k, MAX_CLUSTER) + 1) if kept_of(c) >= CLUSTER_KEPT * most)
+    kept = kept_of(size)
+    if kept == 0:
+        return split, 1
     if kept * all_row_tiles < ALIGNED_SHARE * split:
         return split, 1
     return kept * all_row_tiles, size
 
 
 def _short_clustered(
-    split: int, units: int, all_row_tiles: int, slots: int, straddle: bool
+    split: int, units: int, all_row_tiles: int, at_once: int, straddle: bool
 ) -> tuple[int, int]:
     """CTAs and CTAs per cluster for a split too short for _clustered: every row tile in clusters of
-    MAX_CLUSTER CTAs of about SHORT_CLUSTER_TILES key tiles each, as many clusters as one wave holds; where
-    that keeps less than ALIGNED_SHARE of the split's CTAs and `straddle` (the parts cost what clusters need,
-    CLUSTER_FROM_TILES), the split rounded down to whole clusters, which then straddle row tiles; else the
-    split without clusters."""
-    per_row_tile = MAX_CLUSTER * max(1, all_row_tiles)
-    clusters = min(math.ceil(units / (per_row_tile * SHORT_CLUSTER_TILES)), slots // per_row_tile)
-    ctas = clusters * per_row_tile
+    MAX_CLUSTER CTAs of about SHORT_CLUSTER_TILES key tiles each, as many clusters as run at once (`at_once`:
+    one wave, and no more than the GPU's GPCs hold); where that keeps less than ALIGNED_SHARE of the split's
+    CTAs and `straddle` (the parts cost what clusters need, CLUSTER_FROM_TILES), the split rounded down to
+    whole clusters, which then straddle row tiles; else the split without clusters."""
+    rows = max(1, all_row_tiles)
+    clusters = min(math.ceil(units / (MAX_CLUSTER * rows * SHORT_CLUSTER_TILES)), at_once // rows)
+    ctas = clusters * MAX_CLUSTER * rows
     if clusters >= 1 and ctas >= ALIGNED_SHARE * split:
         return ctas, MAX_CLUSTER
-    ctas = split // MAX_CLUSTER * MAX_CLUSTER
+    ctas = min(split, at_once * MAX_CLUSTER) // MAX_CLUSTER * MAX_CLUSTER
     return (ctas, MAX_CLUSTER) if straddle and ctas and ctas >= ALIGNED_SHARE * split else (split, 1)
 
 

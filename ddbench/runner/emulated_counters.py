@@ -1,6 +1,7 @@
 """The counters `ddbench profile` models: one counted launch of the kernel's own source under the emulation.
 
-The launch is planned for the named GPU (its SM count and DRAM pace decide the splits). Small cases run every
+The launch is planned for the named GPU (its SM count, DRAM pace and the clusters it runs at once decide the
+splits). Small cases run every
 CTA, so every count is exact. Big ones (more than SAMPLE_ABOVE key-tiles x row-tiles) run one CTA per work
 shape, each counted for all of its shape (docs/emulation.md): mma, barriers, bytes, sectors, wavefronts and
 waits stay exact, but the launch-wide unique sectors of a sampled run are not counted. For those the verify
@@ -20,7 +21,7 @@ from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.errors import BackendUnavailable
 from ddbench.inputs import generate_inputs
 from ddbench.kernel.footprint import verify_unique_sectors
-from ddbench.kernel.plan import dram_pace_of
+from ddbench.kernel.plan import dram_pace_of, max_clusters_of
 from ddbench.model.gpus import GpuSpec
 from ddbench.suite.model import Case
 
@@ -42,7 +43,9 @@ def would_be_sampled(case: Case) -> bool:
 def emulated_counters(case: Case, gpu: GpuSpec, sanitize: bool = True) -> Mapping[str, Any]:
     """The counters document of one counted launch; with `sanitize`, the same launch under racecheck and
     memcheck, its findings under `"sanitizer"` (of the CTAs that ran, in a sampled run)."""
-    backend = CudaEmuBackend(sm_count=gpu.sms, dram_pace=dram_pace_of(gpu.name))
+    backend = CudaEmuBackend(
+        sm_count=gpu.sms, dram_pace=dram_pace_of(gpu.name), max_clusters=max_clusters_of(gpu.name)
+    )
     status = backend.availability()
     if not status.ok:
         raise BackendUnavailable(f"profile: unavailable: {status.detail}")
