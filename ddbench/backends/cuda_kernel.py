@@ -35,6 +35,7 @@ class CudaKernelBackend:
         self.last_plan: LaunchPlan | None = None  # the latest `prepare`'s (the device check's sweep)
         self._extension: ModuleType | None = None
         self._problem: str | None = None
+        self._clusters_at_once: dict[int, int] = {}  # by device index: the driver's count, asked once
 
     def _load(self) -> ModuleType:
         if self._extension is not None:
@@ -63,6 +64,15 @@ class CudaKernelBackend:
         major, minor = torch.cuda.get_device_capability()
         return Availability.yes(f"kernels/verify on {torch.cuda.get_device_name()} (sm_{major}{minor})")
 
+    def _at_once(self, extension: ModuleType, device: torch.device) -> int:
+        """Clusters of MAX_CLUSTER verify CTAs the GPU runs at once (one CTA an SM at either row width)."""
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        if index not in self._clusters_at_once:
+            with torch.cuda.device(index):
+                count = extension.max_active_clusters(MAX_CLUSTER, MAX_ROW_GROUPS)
+            self._clusters_at_once[index] = int(count)
+        return self._clusters_at_once[index]
+
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         extension = self._load()
         device = torch.cuda.get_device_properties(inputs.device)
@@ -73,7 +83,7 @@ class CudaKernelBackend:
         plan_options = {
             "sm_count": device.multi_processor_count,
             "dram_pace": dram_pace_of(device.name),
-            "max_clusters": extension.max_active_clusters(MAX_CLUSTER, MAX_ROW_GROUPS) if clusters else None,
+            "max_clusters": self._at_once(extension, inputs.device) if clusters else None,
             "ctas": self.ctas,
             "whole_row_tiles": self.whole_row_tiles,
             "row_groups": self.row_groups,
