@@ -613,9 +613,10 @@ def test_clusters_where_the_parts_cost_more_than_the_merge(batch, heads, q_len, 
     ("batch", "heads", "q_len", "prefix", "sms", "device", "free", "capped"),
     [
         # the H200 runs 15 clusters of 8 at once (ncu, run 7). 2 row tiles of a short split, 8 clusters each:
-        # 7 each keep 112 of 129 CTAs, under ALIGNED_SHARE, so no clusters and the combine (the GPU backend
-        # fell back to that at launch; the model now models it)
-        (1, 8, 6, 8192, 132, "NVIDIA H200", (128, 8), (129, 1)),
+        # 7 each (the GPU backend fell back to no clusters and the combine at launch)
+        (1, 8, 6, 8192, 132, "NVIDIA H200", (128, 8), (112, 8)),
+        # 16 row tiles of one cluster each: 15 clusters straddling them
+        (1, 8, 64, 129, 132, "NVIDIA H200", (128, 8), (120, 8)),
         (4, 8, 6, 1024, 132, "NVIDIA H200", (128, 8), (64, 8)),  # 8 row tiles: 1 cluster each, not 2
         (1, 8, 9, 4096, 132, "NVIDIA H200", (120, 8), (120, 8)),  # 3 row tiles of 5: 15, as the ncu run had
         # the RTX PRO 6000 (22 at once, an estimate): q65 p4k's 11 row tiles keep their two clusters of 8

@@ -281,7 +281,7 @@ def plan_launch(
         elif units < ALIGN_FROM_TILES * split:  # a short split: clusters of 8 and no combine (see below)
             at_once = min(slots // MAX_CLUSTER, slots if max_clusters is None else max_clusters)
             straddle = parts >= CLUSTER_FROM_TILES
-            split, cluster = _short_clustered(split, units, all_row_tiles, at_once, straddle)
+            split, cluster = _short_clustered(split, units, all_row_tiles, slots, at_once, straddle)
         else:  # parts too cheap for the merge to pay (the H200's)
             cluster = 1
     elif split % cluster:
@@ -320,18 +320,24 @@ def _clustered(split: int, all_row_tiles: int, max_clusters: int | None = None) 
 
 
 def _short_clustered(
-    split: int, units: int, all_row_tiles: int, at_once: int, straddle: bool
+    split: int, units: int, all_row_tiles: int, slots: int, at_once: int, straddle: bool
 ) -> tuple[int, int]:
     """CTAs and CTAs per cluster for a split too short for _clustered: every row tile in clusters of
-    MAX_CLUSTER CTAs of about SHORT_CLUSTER_TILES key tiles each, as many clusters as run at once (`at_once`:
-    one wave, and no more than the GPU's GPCs hold); where that keeps less than ALIGNED_SHARE of the split's
-    CTAs and `straddle` (the parts cost what clusters need, CLUSTER_FROM_TILES), the split rounded down to
-    whole clusters, which then straddle row tiles; else the split without clusters."""
+    MAX_CLUSTER CTAs of about SHORT_CLUSTER_TILES key tiles each, as many clusters as one wave holds; where
+    that keeps less than ALIGNED_SHARE of the split's CTAs and `straddle` (the parts cost what clusters need,
+    CLUSTER_FROM_TILES), the split rounded down to whole clusters, which then straddle row tiles; else the
+    split without clusters. No more clusters than the GPU runs at once (`at_once`): where that cuts a plan of
+    clusters, it keeps clusters, fewer of them (modeled on the H200's k26-verify cases it cut, bs1 p129
+    Medusa-63, graph: 16 clusters 8.3 µs, which the GPU cannot run; 15 straddling 10.4; no clusters and the
+    combine 12.9)."""
     rows = max(1, all_row_tiles)
-    clusters = min(math.ceil(units / (MAX_CLUSTER * rows * SHORT_CLUSTER_TILES)), at_once // rows)
-    ctas = clusters * MAX_CLUSTER * rows
-    if clusters >= 1 and ctas >= ALIGNED_SHARE * split:
-        return ctas, MAX_CLUSTER
+    wanted = math.ceil(units / (MAX_CLUSTER * rows * SHORT_CLUSTER_TILES))
+    clusters = min(wanted, slots // MAX_CLUSTER // rows)
+    if clusters >= 1 and clusters * MAX_CLUSTER * rows >= ALIGNED_SHARE * split:
+        fitting = min(clusters, at_once // rows)
+        if fitting >= 1:
+            return fitting * MAX_CLUSTER * rows, MAX_CLUSTER
+        return min(clusters * rows, at_once) * MAX_CLUSTER, MAX_CLUSTER  # clusters straddling row tiles
     ctas = min(split, at_once * MAX_CLUSTER) // MAX_CLUSTER * MAX_CLUSTER
     return (ctas, MAX_CLUSTER) if straddle and ctas and ctas >= ALIGNED_SHARE * split else (split, 1)
 
