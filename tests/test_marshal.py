@@ -640,6 +640,12 @@ def test_clusters_of_8_are_no_more_than_the_gpu_runs_at_once(
     assert plan.final_merge == (plan.cluster > 1) and plan.ctas % plan.cluster == 0
 
 
+@pytest.mark.parametrize(("batch", "q_len", "prefix"), [(1, 6, 8192), (1, 64, 129), (4, 17, 1312)])
+def test_a_gpu_that_runs_no_cluster_of_8_gets_none(batch, q_len, prefix):
+    plan = plan_launch(batch, 8, q_len, batch * (prefix + q_len), 132, dram_pace=20.21, max_clusters=0)
+    assert plan.cluster < 8 and plan.ctas > 0
+
+
 def test_every_gpu_has_a_cluster_limit_and_an_unknown_one_none():
     from ddbench.model.gpus import GPUS
 

@@ -330,6 +330,8 @@ def _short_clustered(
     clusters, it keeps clusters, fewer of them (modeled on the H200's k26-verify cases it cut, bs1 p129
     Medusa-63, graph: 16 clusters 8.3 µs, which the GPU cannot run; 15 straddling 10.4; no clusters and the
     combine 12.9)."""
+    if at_once < 1:  # a GPU that runs no cluster of 8 (the driver's count of 0)
+        return split, 1
     rows = max(1, all_row_tiles)
     wanted = math.ceil(units / (MAX_CLUSTER * rows * SHORT_CLUSTER_TILES))
     clusters = min(wanted, slots // MAX_CLUSTER // rows)
