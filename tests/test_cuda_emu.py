@@ -777,16 +777,20 @@ def test_a_poisoned_key_reaches_the_output_through_a_cluster_merge():
     assert bool(second.isfinite().all()) and f.max_row_ulp <= MAX_ROW_ULP
 
 
-@pytest.mark.parametrize(("resident", "cluster"), [(20, 8), (19, 1)])
+@pytest.mark.parametrize(
+    ("resident", "ctas", "cluster", "asked"),
+    [(20, 160, 8, [(8, 3), (8, 3)]), (19, 162, 1, [(8, 3), (5, 3)])],
+)
 def test_the_hardware_backend_keeps_clusters_only_where_the_gpu_runs_them_all_at_once(
-    monkeypatch, resident, cluster
+    monkeypatch, resident, ctas, cluster, asked
 ):
-    """bs1 q9 p32k on an RTX PRO 6000 is planned as 160 CTAs in 20 clusters of 8. A GPU that holds only 19
-    such clusters at once (a cluster's CTAs need SMs of one GPC) gets the plan without clusters instead."""
+    """bs1 q9 p32k on an RTX PRO 6000 is planned as 160 CTAs in 20 clusters of 8. The plan asks the GPU how
+    many clusters of 8 it runs at once (a cluster's CTAs need SMs of one GPC): with 19, 81 parts a row tile
+    go in clusters of 5 instead; a GPU that then holds only 19 of those gets the plan without clusters."""
     import ddbench.backends.cuda_kernel as cuda_kernel_module
 
     x = generate_inputs(make_case(prefix=32768, tree={"kind": "ddtree", "budget": 8}))
-    asked: list[tuple[int, int]] = []
+    asked_sizes: list[tuple[int, int]] = []
 
     class FakeExtension:
         @staticmethod
@@ -795,7 +799,7 @@ def test_the_hardware_backend_keeps_clusters_only_where_the_gpu_runs_them_all_at
 
         @staticmethod
         def max_active_clusters(size, row_groups):
-            asked.append((size, row_groups))
+            asked_sizes.append((size, row_groups))
             return resident
 
     class Properties:
@@ -815,9 +819,9 @@ def test_the_hardware_backend_keeps_clusters_only_where_the_gpu_runs_them_all_at
 
     monkeypatch.setattr(cuda_kernel_module, "prepare_launch", keep)
     prepared(backend, x)
-    assert asked == [(8, 3)]
+    assert asked_sizes == asked
     plan = captured["launch"].plan
-    assert (plan.ctas, plan.cluster, plan.final_merge) == (160 if cluster > 1 else 162, cluster, cluster > 1)
+    assert (plan.ctas, plan.cluster, plan.final_merge) == (ctas, cluster, cluster > 1)
 
 
 def test_merged_parts_go_through_a_two_half_combine(fp64):

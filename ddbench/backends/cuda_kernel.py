@@ -65,13 +65,12 @@ class CudaKernelBackend:
         return Availability.yes(f"kernels/verify on {torch.cuda.get_device_name()} (sm_{major}{minor})")
 
     def _at_once(self, extension: ModuleType, device: torch.device) -> int:
-        """Clusters of MAX_CLUSTER verify CTAs the GPU runs at once (one CTA an SM at either row width)."""
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        if index not in self._clusters_at_once:
-            with torch.cuda.device(index):
-                count = extension.max_active_clusters(MAX_CLUSTER, MAX_ROW_GROUPS)
-            self._clusters_at_once[index] = int(count)
-        return self._clusters_at_once[index]
+        """Clusters of MAX_CLUSTER verify CTAs the GPU runs at once (one CTA an SM at either row width), asked
+        on the current device, as the launch is made."""
+        key = -1 if device.index is None else device.index
+        if key not in self._clusters_at_once:
+            self._clusters_at_once[key] = int(extension.max_active_clusters(MAX_CLUSTER, MAX_ROW_GROUPS))
+        return self._clusters_at_once[key]
 
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         extension = self._load()
@@ -80,10 +79,11 @@ class CudaKernelBackend:
         # GPC; the driver says how many clusters of 8 fit, one CTA an SM at either row width): the plan's
         # one wave must stay one.
         clusters = device.major >= 9
+        planned_clusters = clusters and self.ctas is None and self.cluster != 1  # else the plan forms none
         plan_options = {
             "sm_count": device.multi_processor_count,
             "dram_pace": dram_pace_of(device.name),
-            "max_clusters": self._at_once(extension, inputs.device) if clusters else None,
+            "max_clusters": self._at_once(extension, inputs.device) if planned_clusters else None,
             "ctas": self.ctas,
             "whole_row_tiles": self.whole_row_tiles,
             "row_groups": self.row_groups,

@@ -6,6 +6,7 @@ Shared by the hardware backend and the emulation so both run the very same plan.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -38,32 +39,11 @@ class PreparedLaunch:
         return self.kernel.q.shape[0] * self.kernel.heads
 
 
-def prepare_launch(
-    inputs: VerifyInputs,
-    sm_count: int = DEFAULT_SM_COUNT,
-    ctas: int | None = None,
-    whole_row_tiles: bool | None = None,
-    row_groups: int | None = None,
-    dram_pace: float | None = DEFAULT_DRAM_PACE,
-    cluster: int | None = None,
-    final_merge: bool | None = None,
-    max_clusters: int | None = DEFAULT_MAX_CLUSTERS,
-) -> PreparedLaunch:
-    """`sm_count`, `dram_pace` and `max_clusters` are the GPU's the launch is planned for (by default an RTX
-    PRO 6000's); `cluster` is 1 where the GPU has no thread-block clusters, None to let the plan choose."""
-    k = marshal(inputs)
-    return launch_for(
-        k,
-        inputs.o_extend,
-        sm_count,
-        ctas,
-        whole_row_tiles,
-        row_groups,
-        dram_pace,
-        cluster,
-        final_merge,
-        max_clusters,
-    )
+def prepare_launch(inputs: VerifyInputs, **plan_options: Any) -> PreparedLaunch:
+    """Marshal the inputs, then plan them (`launch_for`'s options: the GPU the launch is planned for, by
+    default an RTX PRO 6000, its SMs, DRAM pace and clusters at once; and what is forced, `cluster` 1 where
+    the GPU has no thread-block clusters, None to let the plan choose)."""
+    return launch_for(marshal(inputs), inputs.o_extend, **plan_options)
 
 
 def launch_for(
