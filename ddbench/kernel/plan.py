@@ -312,9 +312,7 @@ def _clustered(split: int, all_row_tiles: int, max_clusters: int | None = None) 
     most = max(kept_of(c) for c in range(2, min(k, MAX_CLUSTER) + 1))
     size = max(c for c in range(2, min(k, MAX_CLUSTER) + 1) if kept_of(c) >= CLUSTER_KEPT * most)
     kept = kept_of(size)
-    if kept == 0:
-        return split, 1
-    if kept * all_row_tiles < ALIGNED_SHARE * split:
+    if kept * all_row_tiles < ALIGNED_SHARE * split:  # (none kept: 0)
         return split, 1
     return kept * all_row_tiles, size
 
