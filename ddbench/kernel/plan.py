@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 GROUP_ROWS = 16  # (token, head) rows per row group: the mma M
 GROUP_THREADS = 128  # four warps per row group
@@ -140,17 +141,21 @@ def smem_bytes(row_groups: int) -> int:
 MAX_SMEM_BYTES = smem_bytes(MAX_ROW_GROUPS)  # the attribute the launch sets: 100,544
 
 
+def _by_device(table: tuple[tuple[str, Any], ...], device_name: str) -> Any:
+    """A table's figure for a GPU by the name it gives itself (its entry's needle in it), or None."""
+    lowered = device_name.lower()
+    return next((figure for needle, figure in table if needle in lowered), None)
+
+
 def dram_pace_of(device_name: str) -> float | None:
     """The DRAM pace of a GPU by the name it gives itself, or None (plan on every SM) for one not listed."""
-    lowered = device_name.lower()
-    return next((pace for needle, pace in DRAM_PACE_BY_DEVICE if needle in lowered), None)
+    return _by_device(DRAM_PACE_BY_DEVICE, device_name)
 
 
 def max_clusters_of(device_name: str) -> int | None:
     """Clusters of MAX_CLUSTER CTAs a GPU runs at once, by its name, or None (no limit known) for one not
     listed."""
-    lowered = device_name.lower()
-    return next((n for needle, n in MAX_CLUSTERS_BY_DEVICE if needle in lowered), None)
+    return _by_device(MAX_CLUSTERS_BY_DEVICE, device_name)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,12 @@
 """The counters `ddbench profile` models: one counted launch of the kernel's own source under the emulation.
 
 The launch is planned for the named GPU (its SM count, DRAM pace and the clusters it runs at once decide the
-splits). Small cases run every
-CTA, so every count is exact. Big ones (more than SAMPLE_ABOVE key-tiles x row-tiles) run one CTA per work
-shape, each counted for all of its shape (docs/emulation.md): mma, barriers, bytes, sectors, wavefronts and
-waits stay exact, but the launch-wide unique sectors of a sampled run are not counted. For those the verify
-kernel's unique sectors are derived from the launch's addresses (`ddbench.kernel.footprint`, equal sector for
-sector to a full count in the tests) and the document says `"dram_bytes": "from addresses (sampled)"`; the
-combine kernel runs whole and is counted.
+splits). Small cases run every CTA, so every count is exact. Big ones (more than SAMPLE_ABOVE key-tiles x
+row-tiles) run one CTA per work shape, each counted for all of its shape (docs/emulation.md): mma, barriers,
+bytes, sectors, wavefronts and waits stay exact, but the launch-wide unique sectors of a sampled run are not
+counted. For those the verify kernel's unique sectors are derived from the launch's addresses
+(`ddbench.kernel.footprint`, equal sector for sector to a full count in the tests) and the document says
+`"dram_bytes": "from addresses (sampled)"`; the combine kernel runs whole and is counted.
 """
 
 from __future__ import annotations
