@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +116,9 @@ class CtaShape:
     cp_async_waits: tuple[WaitCounters, ...]
     cluster_barriers: int = 0
     cluster_bytes: int = 0
+    # warp instructions by call site ("verify_attn.cuh:512") and kind: what ties each site's SASS to how
+    # often a warp ran it (ddbench/model/sass_count.py); empty in a document written before they were counted
+    sites: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -252,7 +255,23 @@ def _shape(r: _Reader, value: object, path: str) -> CtaShape:
         cp_async_waits=tuple(_wait(r, w, f"{path}.cp_async_waits[{i}]") for i, w in enumerate(waits)),
         cluster_barriers=r.count(o, "cluster_barriers", path),
         cluster_bytes=r.count(o, "cluster_bytes", path),
+        sites=_sites(r, o, path),
     )
+
+
+def _sites(r: _Reader, shape: Mapping[str, Any], path: str) -> dict[str, dict[str, int]]:
+    if "sites" not in shape:
+        return {}
+    table = r.obj(shape["sites"], f"{path}.sites")
+    out: dict[str, dict[str, int]] = {}
+    for where, ops in table.items():
+        at = f"{path}.sites[{where!r:.60}]"
+        kinds = r.obj(ops, at)
+        unknown = set(kinds) - set(INSTRUCTION_KINDS)
+        if unknown:
+            raise r.fail(at, f"unknown instruction kind {sorted(unknown)[0]!r:.40}")
+        out[where] = {kind: r.count(kinds, kind, at, minimum=1) for kind in kinds}
+    return out
 
 
 def _totals(r: _Reader, value: object, path: str) -> Totals:

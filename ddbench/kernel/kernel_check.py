@@ -23,10 +23,12 @@ from ddbench.kernel.resources import (
     sass_census,
     violations,
 )
+from ddbench.kernel.sass_map import KernelSass, parse_sass
 
 ARCHS = ("sm_120", "sm_90")
 CUBIN_SOURCE = Path("verify") / "verify_cubin.cu"
-NVCC_FLAGS = ("-std=c++17", "-O3", "-cubin", "--resource-usage")
+# -lineinfo: nvdisasm names each instruction's source line (the SASS map); the code is the same without it
+NVCC_FLAGS = ("-std=c++17", "-O3", "-cubin", "--resource-usage", "-lineinfo")
 # The launch's largest dynamic shared memory, per kernel (static shared memory comes from the ptxas report).
 DYNAMIC_SMEM = {"verify_attention_kernel": MAX_SMEM_BYTES, "combine_parts_kernel": COMBINE_SMEM_BYTES}
 
@@ -38,6 +40,7 @@ class ArchReport:
     sass: SassCensus | None = None
     sass_unavailable: str | None = None
     problems: list[str] = field(default_factory=list)
+    sass_map: dict[str, KernelSass] | None = None  # the kernels' basic blocks and anchors (nvdisasm -gi)
 
     @property
     def ok(self) -> bool:
@@ -108,11 +111,24 @@ def check_arch(arch: str, workdir: Path) -> ArchReport:
         report.sass_unavailable = f"cuobjdump failed: {listing.stderr.strip()[:500]}"
         return report
     report.sass = sass_census(listing.stdout)
+    report.sass_map = _sass_map(cubin, env, report)
     if report.sass.count("HMMA") == 0:
         report.problems.append("no HMMA in the SASS: the tensor cores are not used")
     if report.sass.forbidden:
         report.problems.append(f"instructions sm_120 lacks: {', '.join(report.sass.forbidden)}")
     return report
+
+
+def _sass_map(cubin: Path, env: dict[str, str], report: ArchReport) -> dict[str, KernelSass] | None:
+    nvdisasm = shutil.which("nvdisasm", path=env["PATH"])
+    listing = subprocess.run(
+        [str(nvdisasm), "-gi", "-c", str(cubin)], capture_output=True, text=True, env=env, check=False
+    )
+    if listing.returncode != 0:
+        report.problems.append(f"nvdisasm failed: {listing.stderr.strip()[:500]}")
+        return None
+    sources = tuple(p.name for p in find_kernels_dir().rglob("*.cuh"))
+    return parse_sass(listing.stdout, sources, where=f"nvdisasm -gi of {cubin.name}")
 
 
 def kernel_check(archs: tuple[str, ...] = ARCHS) -> list[ArchReport]:

@@ -7,7 +7,7 @@ so counters from a newer emulation or a hand-written fixture fail with a reason,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ddbench.errors import InputError
@@ -37,6 +37,8 @@ class CtaShape:
     # shape lists no wait with bytes in flight (a derived document, one from before per-shape waits, or CTAs
     # without copies), and the kernel's figure serves.
     bytes_in_flight: float | None = None
+    # warp instructions by call site and kind (ddbench/model/sass_count.py); empty in older documents
+    sites: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,17 @@ def _shape_in_flight(shape: Any, path: str) -> float | None:
     return max(flights) if any(flights) else None
 
 
+def _shape_sites(shape: Any, path: str) -> dict[str, dict[str, int]]:
+    sites = shape.get("sites", {}) if isinstance(shape, Mapping) else {}
+    if not isinstance(sites, Mapping):
+        raise InputError("must be an object of call sites", path=f"{path}.sites")
+    out = {}
+    for site in sites:
+        ops = _get(sites, site, f"{path}.sites", Mapping)
+        out[str(site)] = {kind: _count(ops, kind, f"{path}.sites.{site}") for kind in ops}
+    return out
+
+
 def parse_kernel(doc: Any, path: str) -> KernelCounters:
     totals = _get(doc, "totals", path, Mapping)
     tpath = f"{path}.totals"
@@ -140,6 +153,7 @@ def parse_kernel(doc: Any, path: str) -> KernelCounters:
                 phases,
                 _count(shape, "global_bytes", spath),
                 _shape_in_flight(shape, spath),
+                _shape_sites(shape, spath),
             )
         )
     kernel = KernelCounters(

@@ -21,10 +21,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddbench.kernel.sass_map import KernelSass
 from ddbench.model.calibration import UNCALIBRATED, Calibration
 from ddbench.model.counters_input import CtaShape, KernelCounters, Phase, parse_counters
 from ddbench.model.gpus import GpuSpec
 from ddbench.model.occupancy import Occupancy, occupancy, tail_ctas, waves
+from ddbench.model.warp_instructions import IssueCount, with_issue_count
 
 LIMITERS = ("dram", "l2", "tensor", "smem", "issue", "dsmem", "latency", "waves", "launch")
 LAUNCH_MODES = ("stream", "graph")
@@ -67,6 +69,7 @@ class KernelModel:
     l2_us: float
     limiter: str
     slowest_cta_stages_us: Mapping[str, float] = field(default_factory=dict)  # the slowest CTA's, by STAGES
+    issue: IssueCount | None = None  # the warp instructions the issue term counted, and how
 
     @property
     def modeled_us(self) -> float:
@@ -88,6 +91,7 @@ class KernelModel:
             "bank_conflicts": self.bank_conflicts,
             "modeled_slowest_cta_us": self.slowest_cta_us,
             "modeled_slowest_cta_stages_us": dict(self.slowest_cta_stages_us),
+            "modeled_warp_instructions": self.issue.to_json() if self.issue else None,
             "modeled_schedule_us": self.schedule_us,
             "modeled_dram_us": self.dram_us,
             "modeled_l2_us": self.l2_us,
@@ -301,28 +305,6 @@ def model_kernel(kernel: KernelCounters, gpu: GpuSpec, registers: int | None) ->
     )
 
 
-def with_sass_instructions(kernel: KernelCounters, gpu: GpuSpec) -> KernelCounters:
-    """The emulation counts only the ddk primitives a kernel calls; the GPU issues several SASS instructions
-    for each (GpuSpec.*_instructions_per_counted, measured by ncu): the issue cost is of those."""
-    ratio = {
-        "verify": gpu.verify_instructions_per_counted,
-        "combine": gpu.combine_instructions_per_counted,
-    }.get(kernel.name, 1.0)
-    if ratio == 1.0:
-        return kernel
-    shapes = tuple(
-        dataclasses.replace(
-            shape,
-            phases=tuple(
-                dataclasses.replace(ph, warp_instructions=round(ph.warp_instructions * ratio))
-                for ph in shape.phases
-            ),
-        )
-        for shape in kernel.shapes
-    )
-    return dataclasses.replace(kernel, shapes=shapes)
-
-
 def model_launch(
     counters: Mapping[str, Any],
     gpu: GpuSpec,
@@ -331,11 +313,13 @@ def model_launch(
     calibration: Calibration = UNCALIBRATED,
     launch_mode: str = "stream",
     source: str = "counters",
+    sass: Mapping[str, KernelSass] | None = None,
 ) -> LaunchModel:
     """The modeled time of one launch (every kernel of it) from the emulation's counters document.
 
     `registers` maps a kernel name to its registers per thread (ptxas, for `gpu.arch`); a kernel missing from
-    it is modeled without a register limit, and the model's notes say so.
+    it is modeled without a register limit, and the model's notes say so. `sass`: the kernels' SASS maps for
+    `gpu.arch` (ddbench/model/warp_instructions.py); without them the issue term is counted by ratio.
     """
     if launch_mode not in LAUNCH_MODES:
         raise ValueError(f"launch_mode must be one of {LAUNCH_MODES}, not {launch_mode!r}")
@@ -347,7 +331,12 @@ def model_launch(
         regs = (registers or {}).get(kernel.name)
         if regs is None:
             notes.append(f"{kernel.name}: registers per thread unknown, occupancy ignores them")
-        models.append(model_kernel(with_sass_instructions(kernel, gpu), gpu, regs))
+        counted, issue = with_issue_count(kernel, gpu, sass)
+        if issue.method != "sass":
+            notes.append(
+                f"{kernel.name}: issue counted as {issue.method} (no SASS map or no per-site counts)"
+            )
+        models.append(dataclasses.replace(model_kernel(counted, gpu, regs), issue=issue))
     per_kernel = gpu.launch_overhead_us if launch_mode == "stream" else gpu.graph_node_us
     return LaunchModel(
         gpu=gpu.key,

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ddbench.kernel.sass_map import KernelSass
 from ddbench.model.calibration import Calibration
 from ddbench.model.floor import CaseShape, Floor, floor
 from ddbench.model.gpus import GpuSpec
@@ -69,6 +70,7 @@ def profile_case(
     registers: Mapping[str, int] | None,
     calibration: Calibration,
     launch_mode: str = "stream",
+    sass: Mapping[str, KernelSass] | None = None,
 ) -> CaseProfile:
     launch = model_launch(
         counters,
@@ -77,6 +79,7 @@ def profile_case(
         calibration=calibration,
         launch_mode=launch_mode,
         source=f"counters of {case_id}",
+        sass=sass,
     )
     spec = calibration.apply(gpu)
     overhead = spec.launch_overhead_us if launch_mode == "stream" else spec.graph_node_us

@@ -8,6 +8,7 @@ model (ddbench/model/profile.py). Every figure it returns is modeled.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -15,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from ddbench.errors import InputError
-from ddbench.kernel.kernel_check import kernel_check
+from ddbench.kernel.cuda_build import kernel_sources_hash
+from ddbench.kernel.kernel_check import ArchReport, kernel_check
+from ddbench.kernel.sass_map import KernelSass
 from ddbench.model.calibration import Calibration, calibration_for
 from ddbench.model.floor import CaseShape
 from ddbench.model.gpus import GpuSpec
@@ -55,15 +58,18 @@ def model_cases(
     """Each case's modeled profile, in the order given; `given`: counters by case ID instead of emulating."""
     out = ModeledCases()
     known = registers is not None  # given by a caller that models the same kernels many times
+    sass = None
     for case in cases:
         start = time.perf_counter()
         counters = emulated_counters(case, gpu, sanitize) if given is None else given[case.id]
         counted = time.perf_counter() - start
-        if not out.profiles and not known:  # after the first counters: a run that cannot count never waits
-            registers = registers_of(gpu.arch, registers_path)
+        if not out.profiles:  # after the first counters: a run that cannot count never waits
+            if not known:
+                registers = registers_of(gpu.arch, registers_path)
+            sass = sass_of(gpu.arch)
         start = time.perf_counter()
         profile = profile_case(
-            case.id, CaseShape.of(case), counters, gpu, registers, calibration, launch_mode
+            case.id, CaseShape.of(case), counters, gpu, registers, calibration, launch_mode, sass
         )
         seconds = counted + time.perf_counter() - start
         out.profiles.append(dataclasses.replace(profile, modeling_seconds=seconds))
@@ -97,12 +103,24 @@ def registers_of(arch: str, path: str | None = None) -> dict[str, int] | None:
         if not found:
             raise InputError(f"no kernel built for {arch}", file=path)
         return _by_both_names(found)
-    try:
-        reports = kernel_check((arch,))
-    except RuntimeError:
-        return None
+    reports = _built(arch, kernel_sources_hash())
     found = {_short(k.name): k.registers for r in reports for k in r.kernels}
     return _by_both_names(found) if found else None
+
+
+def sass_of(arch: str) -> dict[str, KernelSass] | None:
+    """The kernels' SASS maps for `arch` (nvcc and nvdisasm), or None where either is missing: the model
+    then counts the issue term by ratio and says so."""
+    return next((r.sass_map for r in _built(arch, kernel_sources_hash()) if r.sass_map), None)
+
+
+@functools.lru_cache(maxsize=4)
+def _built(arch: str, sources: str) -> tuple[ArchReport, ...]:
+    """One nvcc build per arch and kernel source (`sources`, their hash, keys the cache); () without nvcc."""
+    try:
+        return tuple(kernel_check((arch,)))
+    except RuntimeError:
+        return ()
 
 
 # The emulation's counters name a launch by its role; ptxas by the kernel's (mangled) name.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <map>
@@ -75,8 +76,16 @@ struct CtaRecord {
   std::uint64_t load_bytes = 0, store_bytes = 0, cp_async_bytes = 0, sectors = 0, unique_sectors = 0;
   std::uint64_t shared_instr[kSharedKinds] = {}, shared_wf[kSharedKinds] = {}, bank_conflicts = 0;
   std::vector<WaitRecord> waits;
+  // Warp instructions by call site ("file:line"; a line's columns summed) and kind: what ties the SASS of
+  // each site to how often a warp ran it (ddbench/kernel/sass_map.py, ddbench/model/sass_count.py).
+  std::map<std::uint16_t, std::array<std::uint64_t, kOps>> site_ops;  // by site id, while the CTA runs
+  std::map<std::string, std::array<std::uint64_t, kOps>> sites;       // by "file:line", once it ended
 
   Phase& phase() { return phases.back(); }
+  void count(Op op, std::uint16_t site, std::uint64_t n = 1) {
+    phase().ops[static_cast<int>(op)] += n;
+    site_ops[site][static_cast<int>(op)] += n;
+  }
 };
 
 inline void json_u(std::string& out, const char* key, std::uint64_t v, bool comma = true) {
@@ -128,7 +137,20 @@ inline std::string cta_shape_json(const CtaRecord& c) {
   json_u(s, "bank_conflicts", c.bank_conflicts);
   s += ", \"cp_async_waits\": [";
   for (std::size_t i = 0; i < c.waits.size(); ++i) s += (i ? ", " : "") + wait_json(c.waits[i]);
-  return s + "]";
+  s += "], \"sites\": {";
+  bool first_site = true;
+  for (const auto& [where, ops] : c.sites) {
+    s += (first_site ? "\"" : ", \"") + where + "\": {";
+    first_site = false;
+    bool first_op = true;
+    for (int k = 0; k < kOps; ++k)
+      if (ops[k] != 0) {
+        json_u(s, op_key(k), ops[k], !first_op);
+        first_op = false;
+      }
+    s += "}";
+  }
+  return s + "}";
 }
 
 struct KernelCountersRecord {

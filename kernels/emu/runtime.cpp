@@ -604,7 +604,7 @@ void close_instruction(Worker& w, const MemInstr& m) {
   };
   if (m.kind == 0) {
     shared_side(shared_kind_of(m.store, m.width), m.addr, m.mask, m.width);
-    ++ph.ops[static_cast<int>(m.store ? Op::StShared : Op::LdShared)];
+    c.count(m.store ? Op::StShared : Op::LdShared, m.site);
   } else if (m.kind == 1) {
     const std::uint64_t bytes = std::uint64_t{lanes} * m.width;
     if (m.store) {
@@ -615,13 +615,13 @@ void close_instruction(Worker& w, const MemInstr& m) {
       ph.global_bytes += bytes;
     }
     add_sectors(t, c, m.addr, m.mask, m.width);
-    ++ph.ops[static_cast<int>(m.store ? Op::StGlobal : Op::LdGlobal)];
+    c.count(m.store ? Op::StGlobal : Op::LdGlobal, m.site);
   } else if (m.kind == 4) {  // atom_global: a round trip to L2, its old value returned
     const std::uint64_t bytes = std::uint64_t{lanes} * m.width;
     c.load_bytes += bytes;
     ph.global_bytes += bytes;
     add_sectors(t, c, m.addr, m.mask, m.width);
-    ++ph.ops[static_cast<int>(Op::AtomGlobal)];
+    c.count(Op::AtomGlobal, m.site);
   } else if (m.kind == 3) {  // ld_cluster: served by the other CTA's shared memory, over the cluster's network
     // The distinct bytes the warp's lanes read: lanes on one address share one transfer (a broadcast).
     std::uint64_t lo[32];
@@ -637,14 +637,14 @@ void close_instruction(Worker& w, const MemInstr& m) {
     }
     c.cluster_bytes += bytes;
     ph.cluster_bytes += bytes;
-    ++ph.ops[static_cast<int>(Op::LdCluster)];
+    c.count(Op::LdCluster, m.site);
   } else {
     shared_side(m.width == 16 ? kCpAsync16 : kCpAsync4, m.addr, m.mask, m.width);
     const std::uint64_t bytes = std::uint64_t{m.width} * static_cast<unsigned>(__builtin_popcount(m.valid));
     c.cp_async_bytes += bytes;
     ph.global_bytes += bytes;
     add_sectors(t, c, m.src, m.valid, m.width);
-    ++ph.ops[static_cast<int>(Op::CpAsync)];
+    c.count(Op::CpAsync, m.site);
   }
 }
 
@@ -902,6 +902,11 @@ void trace_block_end(Worker& w) {
     r.late = r.bytes_completed > 0 && r.phases_ahead < t.opt->late_wait_phases;
   t.cta.unique_sectors = t.cta_sectors.size();
   t.launch_sectors.insert(t.cta_sectors.begin(), t.cta_sectors.end());
+  for (const auto& [id, ops] : t.cta.site_ops) {
+    auto& into = t.cta.sites[site_of(t, id)];
+    for (int k = 0; k < kOps; ++k) into[k] += ops[k];
+  }
+  t.cta.site_ops.clear();
   t.done.push_back(std::move(t.cta));
 }
 
@@ -923,10 +928,10 @@ void trace_collective(Worker& w, Coll kind, const WarpSlot& s, unsigned warp) {
     Phase& ph = t.cta.phase();
     if (kind == Coll::Mma) {
       ++ph.mma;
-      ++ph.ops[static_cast<int>(Op::Mma)];
+      t.cta.count(Op::Mma, site);
     } else if (kind == Coll::ShflXor) {
       ++ph.shuffles;
-      ++ph.ops[static_cast<int>(Op::Shfl)];
+      t.cta.count(Op::Shfl, site);
     } else if (nmat > 0) {
       std::uint64_t off[32] = {};
       for (unsigned l = 0; l < static_cast<unsigned>(8 * nmat); ++l)
@@ -938,7 +943,7 @@ void trace_collective(Worker& w, Coll kind, const WarpSlot& s, unsigned warp) {
       t.cta.shared_wf[k] += cost.wavefronts;
       t.cta.bank_conflicts += cost.wavefronts - cost.ideal;
       ph.shared_wavefronts += cost.wavefronts;
-      ++ph.ops[static_cast<int>(Op::Ldmatrix)];
+      t.cta.count(Op::Ldmatrix, site);
     }
   }
   ++t.warps[warp].epoch;
@@ -946,11 +951,11 @@ void trace_collective(Worker& w, Coll kind, const WarpSlot& s, unsigned warp) {
 
 // At the barrier's completion: the phase ends. A cluster barrier also orders this block's shared memory
 // with the other CTAs' reads of it.
-void trace_barrier(Worker& w, bool cluster = false) {
+void trace_barrier(Worker& w, const Site& site, bool cluster = false) {
   Trace& t = *w.trace;
   flush_all(w);
   if (t.count) {
-    t.cta.phase().ops[static_cast<int>(cluster ? Op::SyncCluster : Op::SyncBlock)] += w.nthreads / 32;
+    t.cta.count(cluster ? Op::SyncCluster : Op::SyncBlock, intern_site(t, site), w.nthreads / 32);
     ++t.cta.barriers;
     if (cluster) ++t.cta.cluster_barriers;
     t.cta.phases.emplace_back();
@@ -1562,7 +1567,7 @@ void sync_block(const Site& site) {
   Fiber* f = current_fiber("sync_block");
   Worker& w = *f->worker;
   if (!arrive(f, w.bar_arrived, w.bar_site, w.nthreads, w.bar_waiting, Coll::SyncBlock, site)) return;
-  if (w.trace != nullptr) trace_barrier(w);
+  if (w.trace != nullptr) trace_barrier(w, site);
   release(w.bar_waiting);
 }
 
@@ -1755,7 +1760,7 @@ void sync_cluster(const Site& site) {
   const auto total = static_cast<unsigned>(f->worker->nthreads * cl.blocks.size());
   if (!arrive(f, cl.arrived, cl.site, total, cl.waiting, Coll::SyncCluster, site)) return;
   for (Worker* b : cl.blocks)
-    if (b->trace != nullptr) trace_barrier(*b, true);
+    if (b->trace != nullptr) trace_barrier(*b, site, true);
   release(cl.waiting);
 }
 

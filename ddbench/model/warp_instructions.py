@@ -1,0 +1,84 @@
+"""How many warp instructions a kernel's CTAs issue: the model's issue term (pure).
+
+The emulation counts only the ddk primitives a kernel calls; the GPU also issues the index arithmetic, the
+softmax, conversions and loop control. Two ways to count those:
+- **sass**: the kernel's SASS for the GPU's arch (nvcc, `ddbench kernel-check`) as basic blocks, each run as
+  often as the emulation's per-site counts and the control flow allow (ddbench/model/sass_count.py). Checked
+  against ncu on the H200 (run 7, docs/model.md): within 4 % on the verify kernel, 2-44 % high on the combine.
+- **ratio**: the primitives times a figure ncu measured on one kernel version
+  (GpuSpec.*_instructions_per_counted); blind to any change of the arithmetic. Used where no SASS map is
+  given (no nvcc) or the counters predate per-site counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ddbench.kernel.sass_map import KernelSass
+from ddbench.model.counters_input import KernelCounters
+from ddbench.model.gpus import GpuSpec
+from ddbench.model.sass_count import SassCount, count_cta
+
+
+@dataclass(frozen=True)
+class IssueCount:
+    """A kernel's warp instructions over the launch, and how they were counted."""
+
+    method: str  # "sass" or "ratio"
+    likely: float
+    least: float | None = None  # the bounds, where the SASS gave them
+    most: float | None = None
+    mismatch: float = 0.0  # anchor executions the SASS flow could not honour
+
+    def to_json(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def _ratio(kernel: KernelCounters, gpu: GpuSpec) -> float:
+    return {
+        "verify": gpu.verify_instructions_per_counted,
+        "combine": gpu.combine_instructions_per_counted,
+    }.get(kernel.name, 1.0)
+
+
+def _scaled(kernel: KernelCounters, ratios: list[float]) -> KernelCounters:
+    shapes = tuple(
+        dataclasses.replace(
+            shape,
+            phases=tuple(
+                dataclasses.replace(ph, warp_instructions=round(ph.warp_instructions * ratio))
+                for ph in shape.phases
+            ),
+        )
+        for shape, ratio in zip(kernel.shapes, ratios, strict=True)
+    )
+    return dataclasses.replace(kernel, shapes=shapes)
+
+
+def with_issue_count(
+    kernel: KernelCounters, gpu: GpuSpec, sass: Mapping[str, KernelSass] | None
+) -> tuple[KernelCounters, IssueCount]:
+    """The kernel with each phase's warp instructions scaled to what its SASS issues (each CTA shape by its
+    own factor), and the launch's count."""
+    counted = [sum(ph.warp_instructions for ph in shape.phases) for shape in kernel.shapes]
+    blocks = (sass or {}).get(kernel.name)
+    if blocks is None or not all(shape.sites for shape, n in zip(kernel.shapes, counted, strict=True) if n):
+        ratio = _ratio(kernel, gpu)
+        total = sum(shape.count * n for shape, n in zip(kernel.shapes, counted, strict=True))
+        return _scaled(kernel, [ratio] * len(counted)), IssueCount("ratio", total * ratio)
+    cache: dict[str, SassCount] = {}
+    counts = []
+    for shape in kernel.shapes:
+        key = repr(sorted((site, sorted(ops.items())) for site, ops in shape.sites.items()))
+        if key not in cache:
+            cache[key] = count_cta(blocks, shape.sites, kernel.threads_per_cta)
+        counts.append(cache[key])
+    ratios = [c.likely / n if n else 1.0 for c, n in zip(counts, counted, strict=True)]
+
+    def total(value: str) -> float:
+        return sum(shape.count * getattr(c, value) for shape, c in zip(kernel.shapes, counts, strict=True))
+
+    issue = IssueCount("sass", total("likely"), total("least"), total("most"), total("mismatch"))
+    return _scaled(kernel, ratios), issue
