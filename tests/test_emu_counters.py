@@ -5,6 +5,7 @@ verify kernel on small cases against what its tiling implies, computed here from
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,6 +31,7 @@ from ddbench.model.floor import CaseShape
 from ddbench.model.tiling_counters import tiling_counters
 from ddbench.suite import parse_suite
 
+ROOT = Path(__file__).resolve().parents[1]
 WIDTH_KEY = {1: "8", 2: "16", 4: "32", 8: "64", 16: "128"}
 
 
@@ -371,6 +373,33 @@ def test_the_tiling_counters_count_what_the_emulation_counts(fields, emu):
         counted.totals.barriers,
         counted.totals.mma,
     )
+
+
+@pytest.mark.parametrize("cluster", [1, None])
+def test_call_sites_add_up_to_each_ctas_instructions(cluster):
+    """Every counted warp instruction is listed once under its call site (a line of the kernel's source),
+    which is what ties the SASS of that line to how often a warp ran it (ddbench/model/sass_count.py)."""
+    x = generate_inputs(small_case(prefix=700, tree={"kind": "ddtree", "budget": 16}))
+    counters = CudaEmuBackend(workers=1, cluster=cluster).run_traced(x, counters=True).counters
+    kernels = [k for k in (counters.kernel("verify"), counters.kernel("combine")) if k is not None]
+    assert len(kernels) == (2 if cluster == 1 else 1)
+    lines = (ROOT / "kernels" / "verify" / "verify_attn.cuh").read_text().splitlines()
+    for kernel in kernels:
+        for shape in kernel.cta_shapes:
+            by_kind: dict[str, int] = {}
+            for site, ops in shape.sites.items():
+                file, line = site.split(":")
+                assert file == "verify_attn.cuh" and "ddk::" in " ".join(lines[int(line) - 2 : int(line) + 1])
+                for kind, n in ops.items():
+                    by_kind[kind] = by_kind.get(kind, 0) + n
+            phases: dict[str, int] = {}
+            for phase in shape.phases:
+                for kind, n in phase.instructions.items():
+                    if n:
+                        phases[kind] = phases.get(kind, 0) + n
+            assert by_kind == phases and sum(by_kind.values()) > 0
+    mma = [ops.get("mma", 0) for shape in kernels[0].cta_shapes for ops in shape.sites.values()]
+    assert sum(1 for n in mma if n) >= 2  # S and P.V are separate sites
 
 
 @pytest.mark.parametrize("cluster", [1, None])

@@ -47,7 +47,6 @@ ENDS = "ends"  # some or all of its warps stop here (EXIT, RET, predicated EXIT)
 SLOW_PATH_PREFIX = "$__internal_"
 _FUNCTION = re.compile(r"^//-+ \.text\.(\S+) -+$")
 _LINE = re.compile(r'^//## File "([^"]+)", line (\d+)')
-_INLINED = re.compile(r'inlined at "([^"]+)", line (\d+)')
 _LABEL = re.compile(r"^(\.L_x_\d+|\$[^:\s]+):$")
 _INSTRUCTION = re.compile(r"^/\*([0-9a-f]+)\*/\s+(.*?)\s*;$")
 _PREDICATE = re.compile(r"^(@!?U?P[T0-9]+)\s+(.*)$")
@@ -119,9 +118,8 @@ def _functions(
             chain, labels = [], []
         elif current is None:
             continue
-        elif m := _LINE.match(line):  # a group of these: the first is the innermost, with its whole chain
-            if not fresh:
-                chain = [(m.group(1), int(m.group(2)))] + [(f, int(n)) for f, n in _INLINED.findall(line)]
+        elif m := _LINE.match(line):  # a group of these, innermost first: each line one level of inlining
+            chain = [*chain, (m.group(1), int(m.group(2)))] if fresh else [(m.group(1), int(m.group(2)))]
             fresh = True
         elif m := _LABEL.match(line):
             labels.append(m.group(1))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -109,8 +110,10 @@ def registers_of(arch: str, path: str | None = None) -> dict[str, int] | None:
 
 
 def sass_of(arch: str) -> dict[str, KernelSass] | None:
-    """The kernels' SASS maps for `arch` (nvcc and nvdisasm), or None where either is missing: the model
-    then counts the issue term by ratio and says so."""
+    """The kernels' SASS maps for `arch` (nvcc and nvdisasm), or None where either is missing, or scipy (its
+    solver; a GPU machine's image may lack it): the model then counts the issue term by ratio and says so."""
+    if importlib.util.find_spec("scipy") is None:
+        return None
     return next((r.sass_map for r in _built(arch, kernel_sources_hash()) if r.sass_map), None)
 
 
