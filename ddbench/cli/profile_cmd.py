@@ -19,11 +19,19 @@ from rich.table import Table
 from ddbench.atomic import check_writable, write_atomic, write_json_atomic
 from ddbench.cli.common import load_suites, require_cases, select_cases, stdout
 from ddbench.errors import InputError
+from ddbench.kernel.build import find_kernels_dir
 from ddbench.model.calibration import with_what_if
 from ddbench.model.gpus import GPUS, gpu_spec
 from ddbench.model.kernel_time import LAUNCH_MODES
 from ddbench.model.model_baseline import Tolerances, baseline_document, case_tolerances, regressions
-from ddbench.model.profile import CaseProfile, profile_document, profile_markdown, stage_rows, table_rows
+from ddbench.model.profile import (
+    CaseProfile,
+    instruction_rows,
+    profile_document,
+    profile_markdown,
+    stage_rows,
+    table_rows,
+)
 from ddbench.model.profile_plot import profile_png
 from ddbench.runner.emulated_counters import would_be_sampled
 from ddbench.runner.model_profiles import calibration_of, model_cases
@@ -50,10 +58,24 @@ def _print_table(rows: list[dict[str, str]], title: str) -> None:
     stdout.print(table)
 
 
-def _print(profiles: list[CaseProfile], title: str) -> None:
+def _print(profiles: list[CaseProfile], title: str, instructions: int) -> None:
     _print_table(table_rows(profiles), title)
     if profiles:
         _print_table(stage_rows(profiles), "where each kernel's slowest CTA spends its time (modeled µs)")
+    rows = instruction_rows(profiles, instructions, _source_lines()) if instructions else []
+    if rows:
+        _print_table(rows, "where each kernel's warp instructions come from (modeled from its SASS)")
+    elif instructions:
+        stdout.print("note: --instructions: unavailable: no SASS map (no nvcc or nvdisasm)", highlight=False)
+
+
+def _source_lines() -> dict[str, str]:
+    """"file:line" -> the line's text, of the kernels' sources (what the SASS map's lines name)."""
+    lines = {}
+    for path in find_kernels_dir().rglob("*.cuh"):
+        for n, text in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+            lines[f"{path.name}:{n}"] = text.strip()
+    return lines
 
 
 @click.command("profile")
@@ -129,6 +151,13 @@ def _print(profiles: list[CaseProfile], title: str) -> None:
     is_flag=True,
     help="Leave out the cases that would be counted on one CTA per work shape (big ones); say how many.",
 )
+@click.option(
+    "--instructions",
+    type=click.IntRange(min=0),
+    default=0,
+    metavar="N",
+    help="List each kernel's N source lines that issue the most warp instructions (from its SASS).",
+)
 def profile_command(
     suites: tuple[str, ...],
     filter_expr: str | None,
@@ -146,6 +175,7 @@ def profile_command(
     sanitize: bool,
     full_only: bool,
     what_if: tuple[str, ...],
+    instructions: int,
 ) -> None:
     """Model the custom kernel's time on a GPU from the emulation's counters (every figure is modeled)."""
     reads = [*suites, *(p for p in (counters_path, registers_path, baseline_path) if p)]
@@ -175,7 +205,7 @@ def profile_command(
     modeled = model_cases(cases, gpu, calibration, launch_mode, given, registers_path, sanitize)
     profiles, sources, notes = modeled.profiles, modeled.sources, modeled.notes
     title = f"modeled on {gpu.name} ({calibration.label}; error {calibration.error_band})"
-    _print(profiles, title)
+    _print(profiles, title, instructions)
     for note in notes:
         stdout.print(f"note: {note}", highlight=False)
     if left_out:

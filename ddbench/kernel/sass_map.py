@@ -13,6 +13,7 @@ parses text; `ddbench/kernel/kernel_check.py` runs the tools.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 from ddbench.errors import InputError
@@ -70,6 +71,8 @@ class Block:
     anchors: tuple[Anchor, ...] = ()
     calls: tuple[int, ...] = ()  # entry blocks of the subroutines it calls, once per call
     reconverges: int | None = None  # its BSYNC merges the warps that entered at this BSSY block
+    # its instructions by the innermost line of the kernel's source they come from ("" where none)
+    lines: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,7 @@ def _blocks(
                 anchors=tuple(a for ins in body if (a := _anchor(ins)) is not None),
                 calls=calls,
                 reconverges=reconverge_at.get(b),
+                lines=tuple(Counter(ins.site or "" for ins in body).items()),
             )
         )
     subroutines = sorted({c for blk in blocks for c in blk.calls})

@@ -15,6 +15,7 @@ from ddbench.model.floor import CaseShape, Floor, floor
 from ddbench.model.gpus import GpuSpec
 from ddbench.model.kernel_time import STAGES, KernelModel, LaunchModel, model_launch
 from ddbench.model.triton_model import model_triton
+from ddbench.model.warp_instructions import IssueCount
 
 MODELED_NOTE = "modeled, not measured"
 
@@ -103,6 +104,10 @@ def _fmt_us(us: float) -> str:
     return f"{us:.1f}" if us >= 10 else f"{us:.2f}"
 
 
+def _fmt_issue(issue: IssueCount | None) -> str:
+    return "-" if issue is None else f"{issue.likely / 1e6:.2f} {issue.method}"
+
+
 def table_rows(profiles: Sequence[CaseProfile]) -> list[dict[str, str]]:
     """One row per case: the counters' summary, then the modeled figures (headers say modeled)."""
     rows = []
@@ -121,6 +126,7 @@ def table_rows(profiles: Sequence[CaseProfile]) -> list[dict[str, str]]:
                 "floor µs": _fmt_us(p.floor.us),
                 "modeled % of floor": f"{p.floor.percent_of(p.launch.modeled_us):.0f}",
                 "limiter": p.launch.limiter,
+                "modeled warp instr (M)": ", ".join(_fmt_issue(k.issue) for k in ks),
                 "modeled Triton µs": _fmt_us(p.triton_us),
                 "modeled cuda/triton": f"{p.cuda_over_triton:.2f}",
             }
@@ -147,6 +153,32 @@ def _table(rows: list[dict[str, str]]) -> list[str]:
     cols = list(rows[0])
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     return lines + ["| " + " | ".join(r[c].replace("|", "\\|") for c in cols) + " |" for r in rows]
+
+
+def instruction_rows(
+    profiles: Sequence[CaseProfile], top: int, source: Mapping[str, str] | None = None
+) -> list[dict[str, str]]:
+    """Per kernel of a case, the `top` source lines whose SASS issues the most warp instructions (the likely
+    figure, over the launch), with their share of the kernel's and, from `source` ("file:line" -> text),
+    the line itself: what a change must cut where the issue binds."""
+    rows = []
+    for p in profiles:
+        for k in p.launch.kernels:
+            if k.issue is None or not k.issue.by_line:
+                continue
+            total = sum(k.issue.by_line.values())
+            for line, n in sorted(k.issue.by_line.items(), key=lambda kv: -kv[1])[:top]:
+                rows.append(
+                    {
+                        "case": p.case_id,
+                        "kernel": k.name,
+                        "line": line or "(no line)",
+                        "modeled warp instr (M)": f"{n / 1e6:.3f}",
+                        "share %": f"{100 * n / total:.1f}",
+                        "source": (source or {}).get(line, "")[:70],
+                    }
+                )
+    return rows
 
 
 def profile_markdown(profiles: Sequence[CaseProfile], gpu: GpuSpec, calibration: Calibration) -> str:

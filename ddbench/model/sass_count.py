@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ddbench.errors import InputError
 from ddbench.kernel.sass_map import DIVERGES, ENDS, EXACT, KernelSass
@@ -45,6 +46,8 @@ class SassCount:
     most: float
     likely: float
     mismatch: float
+    # the likely figure by the kernel source line its instructions come from (ddbench profile --instructions)
+    by_line: Mapping[str, float] = field(default_factory=dict)
 
 
 def _site_key(site: str) -> tuple[str, int]:
@@ -140,6 +143,7 @@ class _Program:
     """Rows of a linear program over nonnegative variables: equalities and upper bounds (row <= rhs)."""
 
     size: int = 0
+    x: Any = None
     eq: list[tuple[dict[int, float], float]] = field(default_factory=list)
     ub: list[tuple[dict[int, float], float]] = field(default_factory=list)
 
@@ -148,7 +152,7 @@ class _Program:
         return list(range(self.size - n, self.size))
 
     def solve(self, cost: dict[int, float], sign: float = 1.0) -> float:
-        """The least (sign 1) or most (sign -1) of sum(cost x)."""
+        """The least (sign 1) or most (sign -1) of sum(cost x); `self.x` is the solution."""
         import numpy as np
         from scipy.optimize import linprog
         from scipy.sparse import coo_matrix
@@ -168,6 +172,7 @@ class _Program:
         res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
         if res.status != 0:
             raise InputError(f"the SASS flow has no solution for these counts: {res.message}")
+        self.x = res.x
         return sign * res.fun
 
     def settle(self, cost: dict[int, float]) -> float:
@@ -245,5 +250,12 @@ def count_cta(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]], thread
     lp.settle(splits)
     least, most = lp.solve(sizes), lp.solve(sizes, -1.0)
     lp.settle({**back_edges, **{runs[b]: 1.0 for b in kernel.slow_paths}})
-    likely = (lp.solve(sizes) + lp.solve(sizes, -1.0)) / 2
-    return SassCount(least, most, likely, missed)
+    fewest = lp.solve(sizes)
+    low = lp.x
+    likely = (fewest + lp.solve(sizes, -1.0)) / 2
+    middle = (low + lp.x) / 2  # the two solutions' middle: as feasible as they are
+    by_line: dict[str, float] = {}
+    for b, block in enumerate(blocks):
+        for line, n in block.lines:
+            by_line[line] = by_line.get(line, 0.0) + n * float(middle[runs[b]])
+    return SassCount(least, most, likely, missed, {k: v for k, v in by_line.items() if v > 0})

@@ -31,9 +31,12 @@ class IssueCount:
     least: float | None = None  # the bounds, where the SASS gave them
     most: float | None = None
     mismatch: float = 0.0  # anchor executions the SASS flow could not honour
+    by_line: Mapping[str, float] = dataclasses.field(default_factory=dict)  # the likely figure by source line
 
-    def to_json(self) -> dict[str, object]:
-        return dataclasses.asdict(self)
+    def to_json(self, lines: int = 30) -> dict[str, object]:
+        """The counts, and the `lines` source lines that issue the most."""
+        top = sorted(self.by_line.items(), key=lambda kv: -kv[1])[:lines]
+        return {**dataclasses.asdict(self), "by_line": dict(top)}
 
 
 def _ratio(kernel: KernelCounters, gpu: GpuSpec) -> float:
@@ -80,5 +83,9 @@ def with_issue_count(
     def total(value: str) -> float:
         return sum(shape.count * getattr(c, value) for shape, c in zip(kernel.shapes, counts, strict=True))
 
-    issue = IssueCount("sass", total("likely"), total("least"), total("most"), total("mismatch"))
+    by_line: dict[str, float] = {}
+    for shape, c in zip(kernel.shapes, counts, strict=True):
+        for line, n in c.by_line.items():
+            by_line[line] = by_line.get(line, 0.0) + shape.count * n
+    issue = IssueCount("sass", total("likely"), total("least"), total("most"), total("mismatch"), by_line)
     return _scaled(kernel, ratios), issue
