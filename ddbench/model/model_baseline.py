@@ -57,13 +57,20 @@ def baseline_entry(profile: CaseProfile) -> dict[str, Any]:
     }
 
 
+def model_label(profiles: Sequence[CaseProfile], calibration: str) -> str:
+    """The calibration and how the issue term was counted (from the SASS, or by ratio without nvcc): modeled
+    times are compared only where both are the same."""
+    methods = sorted({k.issue.method for p in profiles for k in p.launch.kernels if k.issue})
+    return f"{calibration}; issue: {' and '.join(methods)}" if methods else calibration
+
+
 def baseline_document(profiles: Sequence[CaseProfile], gpu_key: str, calibration: str) -> dict[str, Any]:
     return {
         "kind": BASELINE_KIND,
         "format_version": FORMAT_VERSION,
         "note": "modeled, not measured: exact counters and the model's times from them",
         "gpu": gpu_key,
-        "calibration": calibration,
+        "calibration": model_label(profiles, calibration),
         "cases": {p.case_id: baseline_entry(p) for p in profiles},
     }
 
@@ -122,12 +129,12 @@ def regressions(
     case_tolerances: Mapping[str, Tolerances] | None = None,
 ) -> tuple[list[str], list[str]]:
     """(regressions, notes): one line per figure that got worse; notes for cases the baseline lacks and for
-    modeled times not compared (another GPU or calibration). `case_tolerances` (case ID -> limits, from the
-    suite's budgets) replace `tolerances` for their cases."""
+    modeled times not compared (another GPU, calibration or count of the issue term). `case_tolerances`
+    (case ID -> limits, from the suite's budgets) replace `tolerances` for their cases."""
     doc = check_baseline(baseline, source)
     if doc.get("gpu") != gpu_key:
         raise InputError(f"a baseline for {doc.get('gpu')!r}, not {gpu_key!r}", file=source, path="gpu")
-    same_calibration = doc.get("calibration") == calibration
+    same_calibration = doc.get("calibration") == model_label(profiles, calibration)
     found, notes = [], []
     if not same_calibration:
         notes.append(f"modeled times not compared: the baseline's calibration is {doc.get('calibration')!r}")
