@@ -90,6 +90,14 @@ def test_launches_pair_in_order_and_each_kernel_is_summarised():
     }
 
 
+def test_each_launch_sets_the_models_sass_count_beside_ncus():
+    a = counters(("verify", 120, [(120, [100])]))
+    ratios = launch_ratios([("a", a)], [NcuLaunch("verify", 120, 60_000)], lambda kernel: 57_000.0)
+    assert ratios[0].to_json()["modeled_sass_instructions"] == 57_000
+    assert ratios[0].to_json()["modeled_error"] == -0.05
+    assert launch_ratios([("a", a)], [NcuLaunch("verify", 120, 60_000)])[0].to_json()["modeled_error"] is None
+
+
 @pytest.mark.parametrize(
     ("launches", "reason"),
     [

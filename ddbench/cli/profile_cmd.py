@@ -70,7 +70,7 @@ def _print(profiles: list[CaseProfile], title: str, instructions: int) -> None:
 
 
 def _source_lines() -> dict[str, str]:
-    """"file:line" -> the line's text, of the kernels' sources (what the SASS map's lines name)."""
+    """ "file:line" -> the line's text, of the kernels' sources (what the SASS map's lines name)."""
     lines = {}
     for path in find_kernels_dir().rglob("*.cuh"):
         for n, text in enumerate(path.read_text(errors="replace").splitlines(), start=1):

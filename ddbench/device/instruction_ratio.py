@@ -5,8 +5,10 @@ GPU issues besides; the model multiplies the counts by `GpuSpec.verify_instructi
 `combine_instructions_per_counted` (ddbench/model/gpus.py), measured this way. A device run's ncu step
 profiles a few shapes (`ddbench/device/check.py`, NCU_CASES) and exports `ncu-raw.csv`, one row a launch with
 `smsp__inst_executed.sum`; the emulation counts the same cases, planned for the same GPU, and each launch's
-ratio follows. The counts must be of the kernel that ran: the ncu step records its kernel hash, and a tree
-whose kernel differs is refused (run this in a worktree of the run's commit).
+ratio follows. Where nvcc is installed, each launch's SASS count (the model's issue term, its likely figure:
+ddbench/model/sass_count.py) is set beside ncu's too, the check of that count. The counts must be of the
+kernel that ran: the ncu step records its kernel hash, and a tree whose kernel differs is refused (run this
+in a worktree of the run's commit).
 
     python -m ddbench.device.instruction_ratio DEVICE_CHECK_JSON NCU_ZIP_OR_CSV [OUT_JSON]
 """
@@ -18,7 +20,7 @@ import io
 import json
 import sys
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,8 +30,11 @@ from ddbench.device.cases import suite_cases
 from ddbench.device.plan_sweep import SWEEP_SUITE
 from ddbench.errors import InputError
 from ddbench.kernel.cuda_build import kernel_sources_hash
+from ddbench.model.counters_input import parse_kernel
 from ddbench.model.gpus import gpu_key_of_device, gpu_spec
+from ddbench.model.warp_instructions import with_issue_count
 from ddbench.runner.emulated_counters import emulated_counters
+from ddbench.runner.model_profiles import sass_of
 
 INSTRUCTIONS = "smsp__inst_executed.sum"
 KERNEL_PREFIXES = (("verify_attention_kernel", "verify"), ("combine_parts_kernel", "combine"))
@@ -50,6 +55,7 @@ class LaunchRatio:
     ctas: int
     sass: int
     counted: int
+    modeled: float | None = None  # the model's SASS count of the launch (likely), where a SASS map was built
 
     @property
     def ratio(self) -> float:
@@ -63,6 +69,8 @@ class LaunchRatio:
             "sass_instructions": self.sass,
             "counted_instructions": self.counted,
             "ratio": round(self.ratio, 3),
+            "modeled_sass_instructions": None if self.modeled is None else round(self.modeled),
+            "modeled_error": None if self.modeled is None else round(self.modeled / self.sass - 1, 4),
         }
 
 
@@ -105,10 +113,13 @@ def counted_instructions(kernel: Mapping[str, Any]) -> int:
 
 
 def launch_ratios(
-    counted: Sequence[tuple[str, Mapping[str, Any]]], launches: Sequence[NcuLaunch]
+    counted: Sequence[tuple[str, Mapping[str, Any]]],
+    launches: Sequence[NcuLaunch],
+    modeled: Callable[[Mapping[str, Any]], float | None] = lambda kernel: None,
 ) -> list[LaunchRatio]:
     """Pair each case's counted launches (its counters document, kernels in launch order) with ncu's, in
-    order; a kernel or grid that differs means another kernel or plan ran than this tree's, and is refused."""
+    order; a kernel or grid that differs means another kernel or plan ran than this tree's, and is refused.
+    `modeled(kernel)`: the model's SASS count of a launch, or None."""
     ratios = []
     at = 0
     for case, document in counted:
@@ -124,7 +135,7 @@ def launch_ratios(
                     file=RAW_CSV,
                 )
             count = counted_instructions(kernel)
-            ratios.append(LaunchRatio(case, ncu.kernel, ncu.ctas, ncu.instructions, count))
+            ratios.append(LaunchRatio(case, ncu.kernel, ncu.ctas, ncu.instructions, count, modeled(kernel)))
     if at != len(launches):
         raise InputError(f"ncu has {len(launches) - at} launches more than the cases make", file=RAW_CSV)
     return ratios
@@ -183,8 +194,15 @@ def measure(report: Mapping[str, Any], csv_text: str) -> dict[str, Any]:
     if missing:
         raise InputError(f"no case {missing[0]!r} in this tree's suite", file=suite)
     cases = [by_id[i] for i in ncu["cases"]]
-    counted = [(c.id, emulated_counters(c, gpu_spec(key), sanitize=False)) for c in cases]
-    ratios = launch_ratios(counted, ncu_launches(csv_text, RAW_CSV))
+    gpu = gpu_spec(key)
+    counted = [(c.id, emulated_counters(c, gpu, sanitize=False)) for c in cases]
+    sass = sass_of(gpu.arch)
+
+    def modeled(kernel: Mapping[str, Any]) -> float | None:
+        _, issue = with_issue_count(parse_kernel(kernel, kernel["name"]), gpu, sass)
+        return issue.likely if issue.method == "sass" else None
+
+    ratios = launch_ratios(counted, ncu_launches(csv_text, RAW_CSV), modeled)
     return {
         "gpu": key,
         "kernel_hash": tree,

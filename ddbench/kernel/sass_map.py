@@ -3,9 +3,9 @@ counted primitives (by call site) it issues.
 
 The emulation counts, per CTA, how often a warp ran each primitive at each call site (`sites` in the
 counters); nvdisasm (`-gi`, of a cubin built with -lineinfo) names each SASS instruction's source line, the
-inlined call chain included. A primitive the compiler cannot merge or drop (an asm statement or an
-intrinsic: mma, ldmatrix, cp.async, barriers, shuffles, atomics, cluster loads) is one SASS instruction per
-warp per call: an *anchor* that ties its block's execution count to the emulation's count of its site.
+inlined call chain included. A counted primitive is one SASS instruction a warp a call (an asm statement or
+an intrinsic exactly; a plain load or store unless the compiler merged or split it): an *anchor*, which ties
+its block's execution count to the emulation's count of its site.
 ddbench/model/sass_count.py solves for every block's count from the anchors and the control flow. Pure:
 parses text; `ddbench/kernel/kernel_check.py` runs the tools.
 """
@@ -57,7 +57,7 @@ _BARRIER_REGISTER = re.compile(r"^BS(?:SY|YNC)(?:\.\w+)?\s+(B\d+)")
 
 @dataclass(frozen=True)
 class Anchor:
-    site: str  # "verify_attn.cuh:512": the first line of the inlined chain in the kernel's own source
+    site: str  # "verify_attn.cuh:512": the innermost line of its inlined chain in the kernel's own source
     kinds: tuple[str, ...]  # the counted primitive it is one instruction of (ANCHOR_OPCODES): the first the
     # emulation counted at its site
     predicated: bool  # issued whether or not its lanes call the primitive: runs at least as often
@@ -159,9 +159,9 @@ def _anchor(ins: _Instruction) -> Anchor | None:
 
 
 def _is_branch(ins: _Instruction) -> bool:
-    return ins.opcode.split(".")[0] in ("BRA", "BRX", "JMP", "EXIT", "RET", "WARPSYNC") and (
-        ins.opcode.split(".")[0] != "WARPSYNC" or ins.target is not None
-    )
+    """Ends a block: a jump, an exit, a return, or a WARPSYNC.COLLECTIVE's jump to a diverged warp's path."""
+    head = ins.opcode.split(".")[0]
+    return head in ("BRA", "BRX", "JMP", "EXIT", "RET") or (head == "WARPSYNC" and ins.target is not None)
 
 
 def _blocks(
