@@ -20,6 +20,7 @@ middle of what is still free (a branch around arithmetic alone, such as O's resc
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -105,7 +106,7 @@ def _reachable(kernel: KernelSass) -> set[int]:
     return seen
 
 
-def _dominators(kernel: KernelSass, reachable: set[int]) -> dict[int, set[int]]:
+def _dominators(kernel: KernelSass, reachable: frozenset[int] | set[int]) -> dict[int, set[int]]:
     preds: dict[int, set[int]] = {b: set() for b in reachable}
     for p in reachable:
         for s in (*kernel.blocks[p].successors, *kernel.blocks[p].calls):
@@ -122,7 +123,7 @@ def _dominators(kernel: KernelSass, reachable: set[int]) -> dict[int, set[int]]:
     return dom
 
 
-def unpinned_loops(kernel: KernelSass, reachable: set[int]) -> list[tuple[int, int]]:
+def unpinned_loops(kernel: KernelSass, reachable: frozenset[int] | set[int]) -> list[tuple[int, int]]:
     """Back edges (latch, header) of loops whose passes no anchor pins: none unpredicated on a block that
     dominates the latch. nvcc lays a loop out from its header: a back edge runs to a lower address."""
     dom = _dominators(kernel, reachable)
@@ -146,29 +147,40 @@ class _Program:
     x: Any = None
     eq: list[tuple[dict[int, float], float]] = field(default_factory=list)
     ub: list[tuple[dict[int, float], float]] = field(default_factory=list)
+    built: dict[str, tuple[Any, Any, int]] = field(default_factory=dict)  # the matrices so far, by kind
 
     def variables(self, n: int) -> list[int]:
         self.size += n
         return list(range(self.size - n, self.size))
 
+    def _matrix(self, kind: str, rows: list[tuple[dict[int, float], float]]):
+        """The rows as a sparse matrix and right-hand side: built once, then extended by the rows since."""
+        import numpy as np
+        from scipy.sparse import coo_matrix, vstack
+
+        done = self.built.get(kind)
+        start = done[2] if done else 0
+        new = rows[start:]
+        r = [i for i, (row, _) in enumerate(new) for _ in row]
+        c = [j for row, _ in new for j in row]
+        v = [x for row, _ in new for x in row.values()]
+        a = coo_matrix((v, (r, c)), shape=(len(new), self.size)).tocsr()
+        b = np.array([rhs for _, rhs in new])
+        if done:
+            a, b = vstack([done[0], a]).tocsr(), np.concatenate([done[1], b])
+        self.built[kind] = (a, b, len(rows))
+        return a, b
+
     def solve(self, cost: dict[int, float], sign: float = 1.0) -> float:
         """The least (sign 1) or most (sign -1) of sum(cost x); `self.x` is the solution."""
         import numpy as np
         from scipy.optimize import linprog
-        from scipy.sparse import coo_matrix
-
-        def matrix(rows: list[tuple[dict[int, float], float]]):
-            r = [i for i, (row, _) in enumerate(rows) for _ in row]
-            c = [j for row, _ in rows for j in row]
-            v = [x for row, _ in rows for x in row.values()]
-            shape = (len(rows), self.size)
-            return coo_matrix((v, (r, c)), shape=shape).tocsr(), np.array([rhs for _, rhs in rows])
 
         c = np.zeros(self.size)
         for j, x in cost.items():
             c[j] = sign * x
-        a_eq, b_eq = matrix(self.eq)
-        a_ub, b_ub = matrix(self.ub)
+        a_eq, b_eq = self._matrix("eq", self.eq)
+        a_ub, b_ub = self._matrix("ub", self.ub)
         res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=(0, None), method="highs")
         if res.status != 0:
             raise InputError(f"the SASS flow has no solution for these counts: {res.message}")
@@ -182,6 +194,13 @@ class _Program:
         return least
 
 
+@functools.lru_cache(maxsize=8)
+def _structure(kernel: KernelSass) -> tuple[frozenset[int], tuple[tuple[int, int], ...]]:
+    """What of the flow does not depend on the counts: the blocks a warp can reach, the unpinned loops."""
+    reachable = _reachable(kernel)
+    return frozenset(reachable), tuple(unpinned_loops(kernel, reachable))
+
+
 def count_cta(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]], threads: int) -> SassCount:
     """The bounds and likely figure of one CTA's warp instructions, given its emulated site counts."""
     blocks = kernel.blocks
@@ -189,7 +208,7 @@ def count_cta(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]], thread
     runs = lp.variables(len(blocks))
     edges = [(p, s) for p, block in enumerate(blocks) for s in block.successors]
     carries = dict(zip(edges, lp.variables(len(edges)), strict=True))
-    reachable = _reachable(kernel)
+    reachable, unpinned = _structure(kernel)
 
     lp.eq.append(({runs[0]: 1.0}, float(-(-threads // WARP))))
     entered: dict[int, dict[int, float]] = {b: {} for b in range(len(blocks))}
@@ -220,7 +239,7 @@ def count_cta(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]], thread
             raise InputError(f"block {b} leaves by {block.leaves!r}")
 
     back_edges: dict[int, float] = {}
-    for latch, header in unpinned_loops(kernel, reachable):
+    for latch, header in unpinned:
         back_edges[carries[(latch, header)]] = 1.0
         entries = {
             e: 1.0 - UNPINNED_LOOP_TRIPS
