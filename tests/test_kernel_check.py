@@ -345,6 +345,16 @@ def test_cli_kernel_check_without_cuobjdump_says_unavailable(monkeypatch):
 
 
 @needs_nvcc
+def test_cli_kernel_check_reports_the_sass_map_the_model_counts_from():
+    result = invoke("kernel-check", "--arch", "sm_120")
+    assert result.exit_code == 0, result.output
+    for name in ("verify", "combine"):
+        line = next(x for x in result.output.splitlines() if x.startswith(f"sm_120 SASS map of {name}: "))
+        blocks, instructions, anchors = (int(w) for w in line.split(": ")[1].replace(",", "").split()[::2][:3])
+        assert 0 < anchors and blocks < instructions
+
+
+@needs_nvcc
 def test_cli_kernel_check_fails_on_a_violation(monkeypatch):
     """A kernel over the shared-memory limit (a launch asking one byte more than 99 KB) fails the check."""
     monkeypatch.setattr(kc, "DYNAMIC_SMEM", {VERIFY: SMEM_LIMIT_BYTES + 1, COMBINE: 0})

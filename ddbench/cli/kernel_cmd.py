@@ -36,6 +36,13 @@ def kernel_check_command(archs: tuple[str, ...], json_path: str | None) -> None:
             )
         else:
             stdout.print(f"{r.arch} SASS: unavailable: {r.sass_unavailable}", highlight=False)
+        for name, kernel in (r.sass_map or {}).items():  # what the model's issue term counts from
+            anchors = sum(len(b.anchors) for b in kernel.blocks)
+            stdout.print(
+                f"{r.arch} SASS map of {name}: {len(kernel.blocks)} blocks, {kernel.instructions} "
+                f"instructions, {anchors} anchored to the emulation's call sites",
+                highlight=False,
+            )
         for problem in r.problems:
             stdout.print(f"[bold red]{r.arch} FAIL[/] {problem}")
     if json_path:
