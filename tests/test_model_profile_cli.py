@@ -56,6 +56,24 @@ def test_profile_models_the_emulations_own_counters(tmp_path):
     assert all(c["cuda"]["modeled_us"] > 0 and c["floor"]["floor_us"] > 0 for c in cases)
 
 
+def test_instructions_lists_the_source_lines_that_issue_the_most(tmp_path):
+    """--instructions N: per kernel, N lines of the kernel's source with their modeled warp instructions, from
+    its SASS where nvcc builds it; else it says the listing is unavailable."""
+    out = tmp_path / "p.json"
+    result = _run("--instructions", "3", "--no-sanitize", "--json", str(out))
+    assert result.exit_code == 0, result.output
+    kernels = [k for c in json.loads(out.read_text())["cases"] for k in c["cuda"]["kernels"]]
+    if all(k["modeled_warp_instructions"]["method"] == "ratio" for k in kernels):
+        assert "--instructions: unavailable" in result.output
+        return
+    assert "where each kernel's warp instructions come from" in result.output
+    for k in kernels:
+        issue = k["modeled_warp_instructions"]
+        assert issue["method"] == "sass" and issue["least"] <= issue["likely"] <= issue["most"]
+        assert sum(issue["by_line"].values()) <= issue["likely"] * (1 + 1e-6)
+        assert all(line.startswith("verify_attn.cuh:") for line in issue["by_line"] if line)
+
+
 def test_the_emulated_launches_are_modeled_with_ptxas_registers(inputs):
     """The counters name launches `verify` and `combine`; the report names the kernels: both must meet."""
     tmp_path, _ = inputs
