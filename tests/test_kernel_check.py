@@ -350,8 +350,9 @@ def test_cli_kernel_check_reports_the_sass_map_the_model_counts_from():
     assert result.exit_code == 0, result.output
     for name in ("verify", "combine"):
         line = next(x for x in result.output.splitlines() if x.startswith(f"sm_120 SASS map of {name}: "))
-        blocks, instructions, anchors = (int(w) for w in line.split(": ")[1].replace(",", "").split()[::2][:3])
-        assert 0 < anchors and blocks < instructions
+        words = line.split(": ")[1].replace(",", "").split()
+        blocks, instructions, anchors = (int(w) for w in words[::2][:3])
+        assert anchors > 0 and blocks < instructions
 
 
 @needs_nvcc
