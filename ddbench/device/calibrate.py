@@ -76,6 +76,9 @@ def calibrate(
     return {
         "ok": True,
         "gpu": key,
+        # how the issue term was counted (docs/model.md): a fit by ratio (no nvcc, nvdisasm or scipy where it
+        # ran) is redone on a machine that has them before it is committed
+        "issue_counted": sorted({k.issue.method for p in scaled for k in p.launch.kernels if k.issue}),
         "constants": entry["constants"],
         "errors": entry["errors"],
         "uncalibrated_modeled_us": {c.id: round(m, 3) for c, m in zip(cases, before, strict=True)},
