@@ -37,6 +37,7 @@ _ZN10ddk_verify23verify_attention_kernelENS_12VerifyParamsE:
         /*0040*/                   HMMA.16816.F32.BF16 R4, R8, R12, R4 ;
 \t//## File "/k/verify_attn.cuh", line 31
         /*0050*/              @!P1 STS [R2], R4 ;
+        /*0058*/              @!PT LDS RZ, [RZ] ;
         /*0060*/                   CALL.REL.NOINC `($__internal_0_$__cuda_sm20_div_s64) ;
 .L_x_2:
         /*0070*/                   BSYNC.RECONVERGENT B0 ;
@@ -54,11 +55,12 @@ $__internal_0_$__cuda_sm20_div_s64:
 def test_a_listing_becomes_blocks_with_their_flow_anchors_and_calls():
     (kernel,) = parse_sass(LISTING, ("verify_attn.cuh",)).values()
     assert kernel.name == "verify"
-    assert [b.instructions for b in kernel.blocks] == [4, 3, 1, 1, 1, 1, 2]
+    assert [b.instructions for b in kernel.blocks] == [4, 4, 1, 1, 1, 1, 2]
     entry, arm, sync, uniform, exit_, _, slow = kernel.blocks
     assert (entry.successors, entry.leaves) == ((2, 1), DIVERGES)  # taken first, then the fall-through
     assert (arm.successors, arm.leaves, arm.calls) == ((2,), EXACT, (6,))
-    # the innermost line of the kernel's own source names the call site, whatever inlined it
+    # the innermost line of the kernel's own source names the call site, whatever inlined it; an @!PT
+    # instruction never runs and anchors nothing
     assert arm.anchors == (
         Anchor("verify_attn.cuh:12", ("mma",), False),
         Anchor("verify_attn.cuh:31", ("st_shared",), True),
@@ -75,6 +77,9 @@ def test_a_listing_without_the_kernels_or_with_a_dangling_branch_is_refused():
     broken = f"{HEADER}\n        /*0000*/                   BRA `(.L_x_9) ;\n"
     with pytest.raises(InputError, match=r"\.L_x_9"):
         parse_sass(broken, ("verify_attn.cuh",))
+    indirect = f"{HEADER}\n        /*0000*/                   BRX R2 -0x10 ;\n"
+    with pytest.raises(InputError, match="BRX R2 -0x10: an indirect jump"):
+        parse_sass(indirect, ("verify_attn.cuh",))
 
 
 def mma(site: int, predicated: bool = False) -> Anchor:
@@ -147,6 +152,25 @@ def test_sites_a_line_or_two_apart_count_together():
     assert (c.least, c.most) == approx((11, 11)) and c.mismatch == 0
 
 
+def test_warps_that_stop_inside_a_reconverging_region_are_not_let_out_by_its_bsync():
+    # 0 opens a region (BSSY) and branches to 1 (@P0 EXIT, else on) or 2 (its BSYNC); 3 runs after it
+    k = kernel_of(
+        Block(1, (1, 2), DIVERGES),
+        Block(1, (2,), ENDS),
+        Block(1, (3,), EXACT, reconverges=0),
+        Block(100, (), ENDS, (mma(9),)),
+    )
+    c = count_cta(k, {"k.cuh:9": {}}, threads=32)  # block 3's mma never ran: every warp stopped at 1
+    assert c.least < 5 and c.most < 100
+
+
+def test_a_loop_pinned_only_by_an_anchor_the_counts_leave_out_stays_bounded():
+    # the loop's mma site ran only as a shfl (the SASS and the emulation disagree): the loop is unpinned
+    k = kernel_of(Block(1, (1,), EXACT), Block(10, (1, 2), DIVERGES, (mma(7),)), Block(1, (), ENDS))
+    c = count_cta(k, {"k.cuh:7": {"shfl": 5}, "<many sites>": {"mma": 3}}, threads=32)
+    assert c.most == approx(2 + 10 * UNPINNED_LOOP_TRIPS)
+
+
 def test_the_likely_figure_leaves_out_the_compilers_slow_paths():
     # 0 calls the slow path from block 1 on a branch no anchor pins
     k = kernel_of(
@@ -205,12 +229,27 @@ def test_the_issue_term_counts_the_sass_where_a_map_and_sites_are_given_else_the
     assert issue.method == "ratio" and issue.likely == approx(20 * gpu.verify_instructions_per_counted)
 
 
+def test_a_flow_that_cannot_be_solved_falls_back_to_the_ratio_and_says_why(monkeypatch):
+    import ddbench.model.warp_instructions as wi
+
+    def unsolvable(*_):
+        raise InputError("the SASS flow has no solution for these counts: infeasible")
+
+    monkeypatch.setattr(wi, "count_cta", unsolvable)
+    monkeypatch.setattr(wi, "_SOLVED", {})
+    (kernel,) = parse_counters(counters_with({"k.cuh:1": {"mma": 2}}))
+    _, issue = with_issue_count(kernel, gpu_spec("h200"), {"verify": kernel_of(Block(4, (), ENDS))})
+    assert issue.method == "ratio" and "infeasible" in issue.why
+
+
 def test_sites_of_a_bad_kind_or_count_name_their_path():
     with pytest.raises(InputError) as err:
         parse_counters(counters_with({"k.cuh:1": {"mma": -1}}))
     assert "sites" in str(err.value.path)
     with pytest.raises(InputError):
         parse_counters(counters_with({"k.cuh:1": 3}))
+    with pytest.raises(InputError, match="unknown instruction kind 'hmma'"):
+        parse_counters(counters_with({"k.cuh:1": {"hmma": 3}}))
 
 
 @pytest.fixture(scope="module")

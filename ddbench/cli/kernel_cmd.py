@@ -36,6 +36,8 @@ def kernel_check_command(archs: tuple[str, ...], json_path: str | None) -> None:
             )
         else:
             stdout.print(f"{r.arch} SASS: unavailable: {r.sass_unavailable}", highlight=False)
+        if r.sass_map_unavailable:
+            stdout.print(f"{r.arch} SASS map: unavailable: {r.sass_map_unavailable}", highlight=False)
         for name, kernel in (r.sass_map or {}).items():  # what the model's issue term counts from
             anchors = sum(len(b.anchors) for b in kernel.blocks)
             stdout.print(

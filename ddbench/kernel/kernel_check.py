@@ -14,6 +14,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ddbench.errors import InputError
 from ddbench.kernel.build import find_kernels_dir, find_nvcc, nvcc_available
 from ddbench.kernel.plan import COMBINE_SMEM_BYTES, MAX_SMEM_BYTES
 from ddbench.kernel.resources import (
@@ -41,6 +42,7 @@ class ArchReport:
     sass_unavailable: str | None = None
     problems: list[str] = field(default_factory=list)
     sass_map: dict[str, KernelSass] | None = None  # the kernels' basic blocks and anchors (nvdisasm -gi)
+    sass_map_unavailable: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -125,10 +127,14 @@ def _sass_map(cubin: Path, env: dict[str, str], report: ArchReport) -> dict[str,
         [str(nvdisasm), "-gi", "-c", str(cubin)], capture_output=True, text=True, env=env, check=False
     )
     if listing.returncode != 0:
-        report.problems.append(f"nvdisasm failed: {listing.stderr.strip()[:500]}")
+        report.sass_map_unavailable = f"nvdisasm failed: {listing.stderr.strip()[:500]}"
         return None
     sources = tuple(p.name for p in find_kernels_dir().rglob("*.cuh"))
-    return parse_sass(listing.stdout, sources, where=f"nvdisasm -gi of {cubin.name}")
+    try:
+        return parse_sass(listing.stdout, sources, where=f"nvdisasm -gi of {cubin.name}")
+    except InputError as err:  # a listing this parser does not know: the model counts by ratio, and says so
+        report.sass_map_unavailable = str(err)
+        return None
 
 
 def kernel_check(archs: tuple[str, ...] = ARCHS) -> list[ArchReport]:

@@ -32,7 +32,9 @@ ANCHOR_OPCODES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("UCGABAR_WAIT", ("sync_cluster",)),
     ("SHFL", ("shfl",)),
     ("ATOM", ("atom_global",)),
+    ("ATOMG", ("atom_global",)),
     ("RED", ("atom_global",)),
+    ("REDG", ("atom_global",)),
     ("LDS", ("ld_shared",)),
     ("STS", ("st_shared",)),
     ("LDG", ("ld_global",)),
@@ -150,7 +152,7 @@ def _functions(
 
 
 def _anchor(ins: _Instruction) -> Anchor | None:
-    if ins.site is None:
+    if ins.site is None or ins.predicate == "@!PT":  # @!PT never runs: padding (e.g. LDS RZ, [RZ])
         return None
     for prefix, kinds in ANCHOR_OPCODES:
         if ins.opcode == prefix or ins.opcode.startswith(prefix + "."):
@@ -174,9 +176,10 @@ def _blocks(
     block_of_start = {start: b for b, start in enumerate(starts)}
     ends = [*starts[1:], n]
 
-    def block_at(label: str | None) -> int:
+    def block_at(label: str | None, ins: _Instruction) -> int:
         if label is None or label not in label_at:
-            raise InputError(f"a branch to {label!r}, which the listing does not define", file=where)
+            what = "an indirect jump" if label is None else f"a jump to {label!r}, which the listing lacks"
+            raise InputError(f"{ins.opcode} {ins.text[len(ins.opcode) :].strip()[:60]}: {what}", file=where)
         return block_of_start[label_at[label]]
 
     # BSSY Bn, `(L)` opens a region; its BSYNC Bn ends the block just before L, where the warp, split by
@@ -185,7 +188,7 @@ def _blocks(
     for b, (start, end) in enumerate(zip(starts, ends, strict=True)):
         for ins in instructions[start:end]:
             if ins.opcode.startswith("BSSY"):
-                closing = block_at(ins.target) - 1
+                closing = block_at(ins.target, ins) - 1
                 register = _BARRIER_REGISTER.match(ins.text)
                 tail = instructions[starts[closing] : ends[closing]]
                 if register and any(
@@ -205,7 +208,7 @@ def _blocks(
         if head in ("EXIT", "RET"):
             successors, leaves = ([] if last.predicate == "" else fallthrough), ENDS
         elif _is_branch(last):
-            taken = [block_at(last.target)]
+            taken = [block_at(last.target, last)]
             operands = last.text[len(last.opcode) :].strip()
             conditional = last.predicate != "" or not operands.startswith("`")  # BRA.U !UP0, BRA.DIV, ...
             successors = taken + [s for s in fallthrough if conditional and s not in taken]
@@ -213,7 +216,7 @@ def _blocks(
             leaves = DIVERGES if len(successors) > 1 and per_thread else EXACT
         else:
             successors, leaves = fallthrough, EXACT
-        calls = tuple(block_at(ins.target) for ins in body if ins.opcode.startswith("CALL"))
+        calls = tuple(block_at(ins.target, ins) for ins in body if ins.opcode.startswith("CALL"))
         blocks.append(
             Block(
                 instructions=len(body),
@@ -226,7 +229,7 @@ def _blocks(
             )
         )
     subroutines = sorted({c for blk in blocks for c in blk.calls})
-    slow = sorted(block_at(label) for label in label_at if label.startswith(SLOW_PATH_PREFIX))
+    slow = sorted(block_of_start[at] for label, at in label_at.items() if label.startswith(SLOW_PATH_PREFIX))
     return blocks, subroutines, slow
 
 

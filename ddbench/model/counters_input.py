@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddbench.errors import InputError
+from ddbench.kernel.counters import INSTRUCTION_KINDS
 
 PHASE_FIELDS = ("mma", "shared_wavefronts", "global_bytes", "shuffles", "warp_instructions")
 SECTOR_BYTES = 32
@@ -118,13 +119,18 @@ def _shape_in_flight(shape: Any, path: str) -> float | None:
 
 
 def _shape_sites(shape: Any, path: str) -> dict[str, dict[str, int]]:
+    """Each call site's warp instructions by kind (the kinds of a phase's `instructions`)."""
     sites = shape.get("sites", {}) if isinstance(shape, Mapping) else {}
     if not isinstance(sites, Mapping):
         raise InputError("must be an object of call sites", path=f"{path}.sites")
     out = {}
     for site in sites:
+        at = f"{path}.sites[{str(site)!r:.60}]"
         ops = _get(sites, site, f"{path}.sites", Mapping)
-        out[str(site)] = {kind: _count(ops, kind, f"{path}.sites.{site}") for kind in ops}
+        unknown = sorted(set(ops) - set(INSTRUCTION_KINDS))
+        if unknown:
+            raise InputError(f"unknown instruction kind {unknown[0]!r:.40}", path=at)
+        out[str(site)] = {kind: _count(ops, kind, at) for kind in ops}
     return out
 
 

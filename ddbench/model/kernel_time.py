@@ -333,9 +333,8 @@ def model_launch(
             notes.append(f"{kernel.name}: registers per thread unknown, occupancy ignores them")
         counted, issue = with_issue_count(kernel, gpu, sass)
         if issue.method != "sass":
-            notes.append(
-                f"{kernel.name}: issue counted as {issue.method} (no SASS map or no per-site counts)"
-            )
+            why = issue.why or "no SASS map or no per-site counts"
+            notes.append(f"{kernel.name}: issue counted by {issue.method} ({why})")
         models.append(dataclasses.replace(model_kernel(counted, gpu, regs), issue=issue))
     per_kernel = gpu.launch_overhead_us if launch_mode == "stream" else gpu.graph_node_us
     return LaunchModel(

@@ -51,9 +51,10 @@ class SassCount:
     by_line: Mapping[str, float] = field(default_factory=dict)
 
 
-def _site_key(site: str) -> tuple[str, int]:
+def _site_key(site: str) -> tuple[str, int] | None:
+    """("file", line) of a "file:line" site; None for the runtime's "<many sites>" and other names."""
     file, _, line = site.rpartition(":")
-    return file, int(line)
+    return (file, int(line)) if file and line.isdigit() else None
 
 
 def _statements(keys: set[tuple[str, str, int]]) -> dict[tuple[str, str, int], int]:
@@ -76,13 +77,14 @@ def anchor_groups(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]]):
         for a in block.anchors:
             ran = sites.get(a.site, {})
             kind = next((k for k in a.kinds if k in ran), None if ran else a.kinds[0])
-            if kind is not None:
-                file, line = _site_key(a.site)
-                copies.append(((file, kind, line), b, a.predicated))
+            key = _site_key(a.site)
+            if kind is not None and key is not None:
+                copies.append(((key[0], kind, key[1]), b, a.predicated))
     counted = {}
     for site, ops in sites.items():
-        file, line = _site_key(site)
-        counted.update({(file, kind, line): n for kind, n in ops.items()})
+        key = _site_key(site)
+        if key is not None:
+            counted.update({(key[0], kind, key[1]): n for kind, n in ops.items()})
     group = _statements({key for key, _, _ in copies} | set(counted))
     rows: dict[int, tuple[list[int], list[int], int]] = {}
     for key, b, predicated in copies:
@@ -123,20 +125,14 @@ def _dominators(kernel: KernelSass, reachable: frozenset[int] | set[int]) -> dic
     return dom
 
 
-def unpinned_loops(kernel: KernelSass, reachable: frozenset[int] | set[int]) -> list[tuple[int, int]]:
-    """Back edges (latch, header) of loops whose passes no anchor pins: none unpredicated on a block that
-    dominates the latch. nvcc lays a loop out from its header: a back edge runs to a lower address."""
-    dom = _dominators(kernel, reachable)
-
-    def pins(d: int) -> bool:
-        return any(not a.predicated for a in kernel.blocks[d].anchors)
-
-    return [
-        (p, s)
-        for p in sorted(reachable)
-        for s in kernel.blocks[p].successors
-        if s <= p and not any(pins(d) for d in dom[p] if s <= d <= p)
-    ]
+def _unpinned(
+    structure: tuple[frozenset[int], dict[int, set[int]], tuple[tuple[int, int], ...]], pins: set[int]
+) -> list[tuple[int, int]]:
+    """Back edges (latch, header) of loops whose passes no anchor pins: none that constrains this solve (an
+    unpredicated copy) on a block that dominates the latch. nvcc lays a loop out from its header: a back
+    edge runs to a lower address."""
+    _, dom, back_edges = structure
+    return [(p, s) for p, s in back_edges if not any(d in pins for d in dom[p] if s <= d <= p)]
 
 
 @dataclass
@@ -195,10 +191,25 @@ class _Program:
 
 
 @functools.lru_cache(maxsize=8)
-def _structure(kernel: KernelSass) -> tuple[frozenset[int], tuple[tuple[int, int], ...]]:
-    """What of the flow does not depend on the counts: the blocks a warp can reach, the unpinned loops."""
+def _structure(kernel: KernelSass) -> tuple[frozenset[int], dict[int, set[int]], tuple[tuple[int, int], ...]]:
+    """What of the flow does not depend on the counts: the blocks a warp can reach, their dominators, the
+    back edges."""
     reachable = _reachable(kernel)
-    return frozenset(reachable), tuple(unpinned_loops(kernel, reachable))
+    back = tuple((p, s) for p in sorted(reachable) for s in kernel.blocks[p].successors if s <= p)
+    return frozenset(reachable), _dominators(kernel, reachable), back
+
+
+def _region_exits(kernel: KernelSass, opened: int, closing: int) -> tuple[list[int], list[tuple[int, int]]]:
+    """The blocks between a BSSY (block `opened`) and its BSYNC (block `closing`) whose warps may stop there
+    (an EXIT, not a subroutine's RET), and the edges that leave the region other than through its BSYNC (a
+    break or an early return): warps the BSYNC never lets out."""
+    first_subroutine = min(kernel.subroutines, default=len(kernel.blocks))
+    inside = range(opened, closing + 1)
+    stops = [
+        b for b in range(opened + 1, closing) if kernel.blocks[b].leaves == ENDS and b < first_subroutine
+    ]
+    leaves = [(u, v) for u in range(opened, closing) for v in kernel.blocks[u].successors if v not in inside]
+    return stops, leaves
 
 
 def count_cta(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]], threads: int) -> SassCount:
@@ -208,7 +219,8 @@ def count_cta(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]], thread
     runs = lp.variables(len(blocks))
     edges = [(p, s) for p, block in enumerate(blocks) for s in block.successors]
     carries = dict(zip(edges, lp.variables(len(edges)), strict=True))
-    reachable, unpinned = _structure(kernel)
+    structure = _structure(kernel)
+    reachable = structure[0]
 
     lp.eq.append(({runs[0]: 1.0}, float(-(-threads // WARP))))
     entered: dict[int, dict[int, float]] = {b: {} for b in range(len(blocks))}
@@ -222,24 +234,42 @@ def count_cta(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]], thread
         lp.eq.append(({runs[b]: 1.0} if b not in reachable else {**entered[b], runs[b]: -1.0}, 0.0))
 
     splits: dict[int, float] = {}
+    pending_regions: list[tuple[dict[int, float], dict[int, float], list[int]]] = []
+    stopped: dict[int, int] = {}  # an ENDS block -> the variable of the warps that stopped in it
     for b, block in enumerate(blocks):
-        if not block.successors:
-            continue
-        leaving = runs[block.reconverges if block.reconverges is not None else b]
         out = {carries[(b, s)]: 1.0 for s in block.successors}
-        if block.leaves == EXACT:
-            lp.eq.append(({**out, leaving: -1.0}, 0.0))
-        elif block.leaves == DIVERGES:
-            (split,) = lp.variables(1)
-            splits[split] = 1.0
-            lp.eq.append(({**out, leaving: -1.0, split: -1.0}, 0.0))
-        elif block.leaves == ENDS:
-            lp.ub.append(({**out, leaving: -1.0}, 0.0))
+        if block.leaves == ENDS:
+            (stop,) = lp.variables(1)
+            stopped[b] = stop
+            lp.eq.append(({**out, runs[b]: -1.0, stop: 1.0}, 0.0))
+        elif not block.successors:
+            continue
         else:
-            raise InputError(f"block {b} leaves by {block.leaves!r}")
+            if block.leaves == DIVERGES:  # the warps it sends out beyond those that entered it
+                (split,) = lp.variables(1)
+                splits[split] = 1.0
+                out[split] = -1.0
+            elif block.leaves != EXACT:
+                raise InputError(f"block {b} leaves by {block.leaves!r}")
+            if block.reconverges is None:
+                lp.eq.append(({**out, runs[b]: -1.0}, 0.0))
+                continue
+            # a BSYNC lets out, whole again, the warps that entered its region, less those that stopped or
+            # left it on the way (a warp only part of whose lanes stopped still comes out: hence a range)
+            opened = block.reconverges
+            stops, escapes = _region_exits(kernel, opened, b)
+            lp.ub.append(({**out, runs[opened]: -1.0}, 0.0))
+            lost = {runs[opened]: 1.0, **{carries[e]: -1.0 for e in escapes}}
+            pending_regions.append((out, lost, stops))
+    for out, lost, stops in pending_regions:  # every ENDS block has its variable now
+        row = {**lost, **{stopped[s]: -1.0 for s in stops}}
+        for v, c in out.items():
+            row[v] = row.get(v, 0.0) - c
+        lp.ub.append((row, 0.0))
 
+    groups = anchor_groups(kernel, sites)
     back_edges: dict[int, float] = {}
-    for latch, header in unpinned:
+    for latch, header in _unpinned(structure, {b for plain, _, _ in groups for b in plain}):
         back_edges[carries[(latch, header)]] = 1.0
         entries = {
             e: 1.0 - UNPINNED_LOOP_TRIPS
@@ -249,7 +279,7 @@ def count_cta(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]], thread
         lp.ub.append(({carries[(latch, header)]: 1.0, **entries}, 0.0))
 
     mismatch: dict[int, float] = {}
-    for plain, predicated, count in anchor_groups(kernel, sites):
+    for plain, predicated, count in groups:
         short, over = lp.variables(2)
         mismatch.update({short: 1.0, over: 1.0})
         at_most: dict[int, float] = {}

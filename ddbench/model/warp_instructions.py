@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ddbench.errors import InputError
 from ddbench.kernel.sass_map import KernelSass
 from ddbench.model.counters_input import KernelCounters
 from ddbench.model.gpus import GpuSpec
@@ -32,6 +33,7 @@ class IssueCount:
     least: float | None = None  # the bounds, where the SASS gave them
     most: float | None = None
     mismatch: float = 0.0  # anchor executions the SASS flow could not honour
+    why: str = ""  # why a ratio counted it where a SASS map was given
     by_line: Mapping[str, float] = dataclasses.field(default_factory=dict)  # the likely figure by source line
 
     def to_json(self, lines: int = 30) -> dict[str, object]:
@@ -61,6 +63,12 @@ def _scaled(kernel: KernelCounters, ratios: list[float]) -> KernelCounters:
     return dataclasses.replace(kernel, shapes=shapes)
 
 
+def _by_ratio(kernel: KernelCounters, gpu: GpuSpec, counted: list[int]) -> tuple[KernelCounters, IssueCount]:
+    ratio = _ratio(kernel, gpu)
+    total = sum(shape.count * n for shape, n in zip(kernel.shapes, counted, strict=True))
+    return _scaled(kernel, [ratio] * len(counted)), IssueCount("ratio", total * ratio)
+
+
 # The count depends on the SASS and the CTA's sites alone, not on the GPU's figures: a calibration's fit,
 # which models the same launches many times, solves each CTA shape once.
 _SOLVED: dict[tuple[int, str, int], tuple[KernelSass, SassCount]] = {}
@@ -87,10 +95,12 @@ def with_issue_count(
     counted = [sum(ph.warp_instructions for ph in shape.phases) for shape in kernel.shapes]
     blocks = (sass or {}).get(kernel.name)
     if blocks is None or not all(shape.sites for shape, n in zip(kernel.shapes, counted, strict=True) if n):
-        ratio = _ratio(kernel, gpu)
-        total = sum(shape.count * n for shape, n in zip(kernel.shapes, counted, strict=True))
-        return _scaled(kernel, [ratio] * len(counted)), IssueCount("ratio", total * ratio)
-    counts = [_counted(blocks, shape.sites, kernel.threads_per_cta) for shape in kernel.shapes]
+        return _by_ratio(kernel, gpu, counted)
+    try:
+        counts = [_counted(blocks, shape.sites, kernel.threads_per_cta) for shape in kernel.shapes]
+    except InputError as err:  # no flow fits these counts: the ratio, with the reason, rather than no model
+        scaled, issue = _by_ratio(kernel, gpu, counted)
+        return scaled, dataclasses.replace(issue, why=f"the SASS flow of {kernel.name}: {err.reason}")
     ratios = [c.likely / n if n else 1.0 for c, n in zip(counts, counted, strict=True)]
 
     def total(value: str) -> float:
@@ -100,5 +110,7 @@ def with_issue_count(
     for shape, c in zip(kernel.shapes, counts, strict=True):
         for line, n in c.by_line.items():
             by_line[line] = by_line.get(line, 0.0) + shape.count * n
-    issue = IssueCount("sass", total("likely"), total("least"), total("most"), total("mismatch"), by_line)
+    issue = IssueCount(
+        "sass", total("likely"), total("least"), total("most"), mismatch=total("mismatch"), by_line=by_line
+    )
     return _scaled(kernel, ratios), issue

@@ -903,7 +903,7 @@ void trace_block_end(Worker& w) {
   t.cta.unique_sectors = t.cta_sectors.size();
   t.launch_sectors.insert(t.cta_sectors.begin(), t.cta_sectors.end());
   for (const auto& [id, ops] : t.cta.site_ops) {
-    auto& into = t.cta.sites[site_of(t, id)];
+    auto& into = t.cta.sites[json_escape(site_of(t, id))];  // written into the JSON as it is
     for (int k = 0; k < kOps; ++k) into[k] += ops[k];
   }
   t.cta.site_ops.clear();
