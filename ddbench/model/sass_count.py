@@ -7,7 +7,8 @@ issues them) and each edge. What holds on every run:
 - the kernel's entry runs once a warp, a subroutine's entry once a call;
 - a block is entered only along its edges, and an edge carries at most what runs its source;
 - a block's warps leave by one successor (EXACT), by at least one (DIVERGES: both ways, as two halves), or
-  may stop (ENDS); a BSYNC block lets out, whole again, the warps that entered at its BSSY;
+  may stop (ENDS); a BSYNC block lets out, whole again, the warps that entered at its BSSY, less those that
+  stopped or jumped out of the region on the way;
 - an anchor's copies run as often as the emulation counted its site: the unpredicated ones at most that,
   all of them at least (a predicated copy issues where none of its lanes calls the primitive);
 - a loop whose passes no anchor pins runs at most UNPINNED_LOOP_TRIPS times an entry.
@@ -97,11 +98,16 @@ def anchor_groups(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]]):
     return list(rows.values())
 
 
+def _next(kernel: KernelSass, b: int) -> tuple[int, ...]:
+    """Where a warp goes from block b: its successors and the subroutines it calls."""
+    return (*kernel.blocks[b].successors, *kernel.blocks[b].calls)
+
+
 def _reachable(kernel: KernelSass) -> set[int]:
     seen, todo = {0}, [0]
     while todo:
         b = todo.pop()
-        for s in (*kernel.blocks[b].successors, *kernel.blocks[b].calls):
+        for s in _next(kernel, b):
             if s not in seen:
                 seen.add(s)
                 todo.append(s)
@@ -111,7 +117,7 @@ def _reachable(kernel: KernelSass) -> set[int]:
 def _dominators(kernel: KernelSass, reachable: frozenset[int] | set[int]) -> dict[int, set[int]]:
     preds: dict[int, set[int]] = {b: set() for b in reachable}
     for p in reachable:
-        for s in (*kernel.blocks[p].successors, *kernel.blocks[p].calls):
+        for s in _next(kernel, p):
             preds[s].add(p)
     dom = {b: set(reachable) for b in reachable}
     dom[0] = {0}
@@ -233,39 +239,32 @@ def count_cta(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]], thread
     for b in range(1, len(blocks)):
         lp.eq.append(({runs[b]: 1.0} if b not in reachable else {**entered[b], runs[b]: -1.0}, 0.0))
 
-    splits: dict[int, float] = {}
-    pending_regions: list[tuple[dict[int, float], dict[int, float], list[int]]] = []
-    stopped: dict[int, int] = {}  # an ENDS block -> the variable of the warps that stopped in it
+    ends = [b for b, block in enumerate(blocks) if block.leaves == ENDS]
+    stopped = dict(zip(ends, lp.variables(len(ends)), strict=True))  # the warps that stopped in a block
+    splits: dict[int, float] = {}  # a divergent block's warps sent out beyond those that entered it
     for b, block in enumerate(blocks):
         out = {carries[(b, s)]: 1.0 for s in block.successors}
         if block.leaves == ENDS:
-            (stop,) = lp.variables(1)
-            stopped[b] = stop
-            lp.eq.append(({**out, runs[b]: -1.0, stop: 1.0}, 0.0))
-        elif not block.successors:
+            lp.eq.append(({**out, runs[b]: -1.0, stopped[b]: 1.0}, 0.0))
             continue
-        else:
-            if block.leaves == DIVERGES:  # the warps it sends out beyond those that entered it
-                (split,) = lp.variables(1)
-                splits[split] = 1.0
-                out[split] = -1.0
-            elif block.leaves != EXACT:
-                raise InputError(f"block {b} leaves by {block.leaves!r}")
-            if block.reconverges is None:
-                lp.eq.append(({**out, runs[b]: -1.0}, 0.0))
-                continue
-            # a BSYNC lets out, whole again, the warps that entered its region, less those that stopped or
-            # left it on the way (a warp only part of whose lanes stopped still comes out: hence a range)
-            opened = block.reconverges
-            stops, escapes = _region_exits(kernel, opened, b)
-            lp.ub.append(({**out, runs[opened]: -1.0}, 0.0))
-            lost = {runs[opened]: 1.0, **{carries[e]: -1.0 for e in escapes}}
-            pending_regions.append((out, lost, stops))
-    for out, lost, stops in pending_regions:  # every ENDS block has its variable now
-        row = {**lost, **{stopped[s]: -1.0 for s in stops}}
-        for v, c in out.items():
-            row[v] = row.get(v, 0.0) - c
-        lp.ub.append((row, 0.0))
+        if not block.successors:
+            continue
+        if block.leaves == DIVERGES:
+            (split,) = lp.variables(1)
+            splits[split] = 1.0
+            out[split] = -1.0
+        elif block.leaves != EXACT:
+            raise InputError(f"block {b} leaves by {block.leaves!r}")
+        if block.reconverges is None:
+            lp.eq.append(({**out, runs[b]: -1.0}, 0.0))
+            continue
+        # a BSYNC lets out, whole again, the warps that entered its region, less those that stopped or left
+        # it on the way (a warp only part of whose lanes stopped still comes out: hence a range)
+        opened = block.reconverges
+        stops, escapes = _region_exits(kernel, opened, b)
+        lp.ub.append(({**out, runs[opened]: -1.0}, 0.0))
+        lost = {runs[opened]: 1.0, **{carries[e]: -1.0 for e in escapes}, **{stopped[s]: -1.0 for s in stops}}
+        lp.ub.append(({**lost, **{v: -c for v, c in out.items()}}, 0.0))
 
     groups = anchor_groups(kernel, sites)
     back_edges: dict[int, float] = {}
