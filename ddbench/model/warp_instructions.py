@@ -42,13 +42,6 @@ class IssueCount:
         return {**dataclasses.asdict(self), "by_line": dict(top)}
 
 
-def _ratio(kernel: KernelCounters, gpu: GpuSpec) -> float:
-    return {
-        "verify": gpu.verify_instructions_per_counted,
-        "combine": gpu.combine_instructions_per_counted,
-    }.get(kernel.name, 1.0)
-
-
 def _scaled(kernel: KernelCounters, ratios: list[float]) -> KernelCounters:
     shapes = tuple(
         dataclasses.replace(
@@ -64,7 +57,11 @@ def _scaled(kernel: KernelCounters, ratios: list[float]) -> KernelCounters:
 
 
 def _by_ratio(kernel: KernelCounters, gpu: GpuSpec, counted: list[int]) -> tuple[KernelCounters, IssueCount]:
-    ratio = _ratio(kernel, gpu)
+    """Every phase's counted primitives times the kernel's measured ratio (1 for a kernel without one)."""
+    ratio = {
+        "verify": gpu.verify_instructions_per_counted,
+        "combine": gpu.combine_instructions_per_counted,
+    }.get(kernel.name, 1.0)
     total = sum(shape.count * n for shape, n in zip(kernel.shapes, counted, strict=True))
     return _scaled(kernel, [ratio] * len(counted)), IssueCount("ratio", total * ratio)
 
