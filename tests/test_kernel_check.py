@@ -146,6 +146,44 @@ def test_parse_resource_usage_on_a_ptxas_report():
     assert parse_resource_usage("ptxas info    : 0 bytes gmem\n") == []
 
 
+# nvcc 13's order with out-of-line device functions: the kernel's frame, its "Used" line, then each callee's
+# frame. The kernel spills here and its callees do not, or the other way round.
+CALLEE_REPORT = "\n".join(
+    [
+        f"ptxas info    : Compiling entry function '{VERIFY_MANGLED}' for 'sm_120'",
+        f"ptxas info    : Function properties for {VERIFY_MANGLED}",
+        "    8 bytes stack frame, 8 bytes spill stores, 16 bytes spill loads",
+        "ptxas info    : Used 168 registers, used 1 barriers, 8 bytes cumulative stack size",
+        "ptxas info    : Compile time = 363.965 ms",
+        "ptxas info    : Function properties for _ZN10ddk_verify18arrive_at_row_tileENS_12VerifyParamsE",
+        "    {callee}",
+        "ptxas info    : Function properties for _ZN10ddk_verify19merge_cluster_partsENS_12VerifyParamsE",
+        "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads",
+    ]
+)
+
+
+def test_a_callees_frame_does_not_hide_the_kernels_spill():
+    (verify,) = parse_resource_usage(
+        CALLEE_REPORT.format(callee="0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads")
+    )
+    assert (verify.stack_bytes, verify.spill_store_bytes, verify.spill_load_bytes) == (8, 8, 16)
+    assert verify.callee_spills == {}
+    assert violations(verify, 0) == ["spills 8 B stored, 16 B loaded"]
+
+
+def test_a_callees_spill_is_a_violation():
+    clean = "0 bytes spill stores, 0 bytes spill loads"
+    report = CALLEE_REPORT.replace("8 bytes spill stores, 16 bytes spill loads", clean)
+    (verify,) = parse_resource_usage(
+        report.format(callee="16 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads")
+    )
+    assert (verify.spill_store_bytes, verify.spill_load_bytes) == (0, 0)
+    assert violations(verify, 0) == [
+        "its out-of-line _ZN10ddk_verify18arrive_at_row_tileENS_12VerifyParamsE spills 4 B stored, 4 B loaded"
+    ]
+
+
 def test_violations_on_synthetic_reports():
     clean = KernelResources(VERIFY, "sm_120", registers=REGISTER_LIMIT, static_smem_bytes=0)
     assert violations(clean, plan.MAX_SMEM_BYTES) == []

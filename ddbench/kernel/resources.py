@@ -16,6 +16,7 @@ _FRAME = re.compile(
     r"(?P<stack>\d+) bytes stack frame, (?P<stores>\d+) bytes spill stores, (?P<loads>\d+) bytes spill loads"
 )
 _USED = re.compile(r"Used (?P<regs>\d+) registers(?P<rest>.*)")
+_PROPERTIES = re.compile(r"Function properties for (?P<name>\S+)")
 _SMEM = re.compile(r"(?P<bytes>\d+) bytes smem")
 _BARRIERS = re.compile(r"used (?P<n>\d+) barriers")
 _OPCODE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?(?P<op>[A-Z][A-Z0-9_]*(?:\.[A-Za-z0-9_]+)*)")
@@ -31,6 +32,9 @@ class KernelResources:
     spill_load_bytes: int = 0
     static_smem_bytes: int = 0
     barriers: int = 0
+    # the spills of the out-of-line functions ptxas listed after this kernel (its callees):
+    # name -> (bytes stored, bytes loaded)
+    callee_spills: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def short_name(self) -> str:
@@ -39,17 +43,24 @@ class KernelResources:
 
 
 def parse_resource_usage(report: str) -> list[KernelResources]:
+    """Each entry function's resources. A frame line belongs to the function its "Function properties" line
+    names: the out-of-line functions listed after a kernel have frames of their own, which must not overwrite
+    the kernel's (a kernel's spill once read as none that way)."""
     kernels: list[KernelResources] = []
+    owner: str | None = None  # the function the next frame line describes (None: the kernel, older reports)
     for line in report.splitlines():
         if m := _ENTRY.search(line):
             kernels.append(KernelResources(name=m["name"], arch=m["arch"]))
+            owner = None
+        elif m := _PROPERTIES.search(line):
+            owner = m["name"]
         elif kernels and (m := _FRAME.search(line)):
             k = kernels[-1]
-            k.stack_bytes, k.spill_store_bytes, k.spill_load_bytes = (
-                int(m["stack"]),
-                int(m["stores"]),
-                int(m["loads"]),
-            )
+            stack, stores, loads = int(m["stack"]), int(m["stores"]), int(m["loads"])
+            if owner in (None, k.name):
+                k.stack_bytes, k.spill_store_bytes, k.spill_load_bytes = stack, stores, loads
+            elif stores or loads:
+                k.callee_spills[owner] = (stores, loads)
         elif kernels and (m := _USED.search(line)):
             k = kernels[-1]
             k.registers = int(m["regs"])
@@ -82,6 +93,8 @@ def violations(kernel: KernelResources, dynamic_smem_bytes: int) -> list[str]:
     out = []
     if kernel.spill_store_bytes or kernel.spill_load_bytes:
         out.append(f"spills {kernel.spill_store_bytes} B stored, {kernel.spill_load_bytes} B loaded")
+    for name, (stored, loaded) in kernel.callee_spills.items():
+        out.append(f"its out-of-line {name} spills {stored} B stored, {loaded} B loaded")
     if kernel.registers > REGISTER_LIMIT:
         out.append(f"{kernel.registers} registers > {REGISTER_LIMIT}")
     smem = kernel.static_smem_bytes + dynamic_smem_bytes

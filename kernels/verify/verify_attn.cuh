@@ -152,7 +152,7 @@ struct alignas(16) PartTail {
   PartRows rows[2];
   int64_t units;             // the batch's work units
   int32_t parts;             // bit k: slot k holds a part
-  int32_t won[kMaxCluster];  // lane j of the row tile being merged arrived last here
+  int32_t won;               // this CTA's arrival completed its lane of the row tile being merged
 };
 static_assert(6 * 16 + sizeof(PartTail) <= kCursorBytes, "the cursor area holds the part tail");
 
@@ -367,6 +367,19 @@ DDK_HOST_DEVICE int partial_at(int row, int lc, int pair) { return row * kBlockN
 
 DDK_DEVICE int first_mask_word(const Request& g, int tile) {
   return tile * kBlockN > g.prefix ? (tile * kBlockN - g.prefix) / 32 : 0;
+}
+
+// Which of key tile `tile`'s 32 keys a row sees (bit i: key tile * 32 + i), from its two staged mask words:
+// every prefix key, a draft key where its bit is set, no key past the request's end. One word a row, built
+// once a tile, so that each score's test is a bit of it: a draft key's own word and bit cost ~14 instructions
+// a score (SASS, sm_120), 16 scores a lane.
+DDK_DEVICE uint32_t visible_keys(const Request& g, int tile, uint32_t word0, uint32_t word1) {
+  const int j0 = tile * kBlockN - g.prefix;  // the first key's draft column (< 0: a prefix key)
+  const uint64_t words = static_cast<uint64_t>(word1) << 32 | word0;  // columns from first_mask_word's
+  const uint32_t seen = j0 >= 0 ? static_cast<uint32_t>(words >> (j0 & 31))
+                                : static_cast<uint32_t>((static_cast<uint64_t>(word0) << 32 | ~0u) >> (32 + j0));
+  const int keys = g.keys - tile * kBlockN;  // >= 1: the tile holds a key
+  return keys >= kBlockN ? seen : seen & ((1u << keys) - 1u);
 }
 
 DDK_DEVICE void load_mask_words(const VerifyParams& p, const Request& g, uint32_t* mask_words, int row0,
@@ -628,19 +641,15 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     // the CTA) is visible to every row and skips the test of each score: on the H200 the tile loop is bound
     // by the instructions it issues (ncu: 7 a counted primitive), and nearly every tile is of the prefix.
     if (tile * kBlockN + kBlockN > g.prefix) {
-      const int first_word = first_mask_word(g, tile);
-      uint32_t words[2][2];
-      for (int h = 0; h < 2; ++h)
-        for (int w = 0; w < 2; ++w)
-          words[h][w] = ddk::ld_shared(mask_words + (mask_buffer(p, it) + mask_slot(group * 16 + lr + 8 * h, w)));
-      for (int n = 0; n < 4; ++n)
-        for (int h = 0; h < 2; ++h)
-          for (int e = 0; e < 2; ++e) {
-            const int key = tile * kBlockN + n * 8 + 2 * lc + e, j = key - g.prefix;  // j < 0: a prefix key
-            const uint32_t word = (j >> 5) - first_word > 0 ? words[h][1] : words[h][0];
-            // (rows past the end see no drafts: their mask words are 0)
-            if (key >= g.keys || (j >= 0 && !((word >> (j & 31)) & 1u))) s[n][2 * h + e] = kNegInf;
-          }
+      for (int h = 0; h < 2; ++h) {
+        const int row = group * 16 + lr + 8 * h;
+        const uint32_t seen = visible_keys(
+            g, tile, ddk::ld_shared(mask_words + (mask_buffer(p, it) + mask_slot(row, 0))),
+            ddk::ld_shared(mask_words + (mask_buffer(p, it) + mask_slot(row, 1)))) >> (2 * lc);
+        for (int n = 0; n < 4; ++n)
+          for (int e = 0; e < 2; ++e)
+            if (!((seen >> (n * 8 + e)) & 1u)) s[n][2 * h + e] = kNegInf;  // key n * 8 + 2 * lc + e
+      }
     }
     float tile_max[2] = {kNegInf, kNegInf};
     for (int n = 0; n < 4; ++n)
@@ -727,7 +736,11 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
       // A part for the combine (the workspace), or staged in shared memory for the cluster's merge (the same
       // layout at row m, rows padded): one store path through generic addresses.
       const bool staged = ddk::ld_shared(merge_word) != kMergeNone;
-      const int64_t part = (staged ? 0 : static_cast<int64_t>(slot) * block_m) + group * 16 + lr + 8 * h;
+      // (this lane's row of the tile, group * 16 + lr, from the thread index read here: kept from the start,
+      // the compiler spilled it through the tile loop on sm_120)
+      const unsigned here = ddk::thread_idx_x_here();
+      const int64_t part = (staged ? 0 : static_cast<int64_t>(slot) * block_m) +
+                           static_cast<int>((here >> 7) * 16 + (here >> 2) % 8) + 8 * h;
       const float s = inv[h] * scale[h].inverse;  // a power of two times inv: the same bits as two products
       uint16_t* o_base = staged ? staged_o(smem) : p.ws_o;
       Half4* dst = reinterpret_cast<Half4*>(o_base + (part * (staged ? kStagedRow : kDimV) + quarter * kColSlice));
@@ -785,22 +798,28 @@ DDK_DEVICE int parts_before(const VerifyParams& p, int64_t c, int64_t first, int
   return static_cast<int>(parts);
 }
 
-// The final merge's list of the row tile's parts' slots in CTA order, built by the whole CTA in the stages
-// (free by then), each CTA's at its place (parts_before), so that each row's loops read only the parts.
+// The final merge's list of the row tile's parts (each one's first row, see part_row) in CTA order, built by
+// the whole CTA in the stages (free by then), each CTA's at its place (parts_before), so that each row's loops
+// read only the parts.
 constexpr int kMaxListedCtas = kStages * kStageBytes / 4;  // 18,688: the launchers refuse a larger split grid
 
-// Row m of a row tile merged from its n parts (`listed`: their slots in CTA order) with the combine's
+// Row m of the i-th listed part, counted over the workspace: the list holds each part's first row (slot times
+// block_m), and every index of the workspace fits 32 bits (the launchers' largest split grid, 2 parts a CTA of
+// 48 rows of 512 columns), so that a part's three addresses cost a multiply-add each, not 64-bit products.
+static_assert(2LL * kMaxListedCtas * kMaxGroups * kGroupRows * kDimV < (1LL << 31), "workspace indices fit 32 bits");
+DDK_DEVICE uint32_t part_row(const int* listed, int i, int m) {
+  return static_cast<uint32_t>(ddk::ld_shared(listed + i) + m);
+}
+
+// Row m of a row tile merged from its n parts (`listed`: their first rows in CTA order) with the combine's
 // arithmetic: the largest LSE first, then every part's stored values weighted by
 // 2^(lse - largest) times its quarter's scale. The sums in acc, the weights' sum in weight_sum; returns the
 // base LSE. Loads bypass L1: the parts were written by other CTAs of this launch.
 DDK_DEVICE float gather_listed_parts(const VerifyParams& p, const int* listed, int n, int m, int position,
                                      float (&acc)[4], float& weight_sum) {
-  const int block_m = kGroupRows * p.row_groups, quarter = position / kColSlice;
+  const int quarter = position / kColSlice;
   float best = kNegInf;
-  for (int i = 0; i < n; ++i) {
-    const int64_t part = static_cast<int64_t>(ddk::ld_shared(listed + i)) * block_m + m;
-    best = fmaxf(best, ddk::ld_global_cg(p.ws_lse + part));
-  }
+  for (int i = 0; i < n; ++i) best = fmaxf(best, ddk::ld_global_cg(p.ws_lse + part_row(listed, i, m)));
   const float base = best == kNegInf ? 0.f : best;
   // kGatherBatch parts' loads issued before they are added in order, as the combine does; loaded whatever
   // the weight, so that the loads do not depend on the data (a sampled launch counts them exactly); added
@@ -810,7 +829,7 @@ DDK_DEVICE float gather_listed_parts(const VerifyParams& p, const int* listed, i
     Half4 v[kGatherBatch];
     for (int b = 0; b < kGatherBatch; ++b) {  // unrolled: the loads go out together, into registers
       if (i + b >= n) break;
-      const int64_t part = static_cast<int64_t>(ddk::ld_shared(listed + i + b)) * block_m + m;
+      const uint32_t part = part_row(listed, i + b, m);
       lse[b] = ddk::ld_global_cg(p.ws_lse + part);
       v[b] = ddk::ld_global_cg(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
       unit[b] = ddk::ld_global_cg(p.ws_scale + (part * kPartQuarters + quarter));
@@ -840,51 +859,35 @@ DDK_DEVICE_NOINLINE void arrive_at_row_tile(const VerifyParams p, char* smem, Pa
   const int64_t last = cta_of_unit(at.tile_base + at.tiles - 1, units, p.num_ctas);
   const int t = ddk::thread_idx_x();
   const int expected = parts_before(p, last + 1, first, last, units, at.tile_base, at.tiles);
-  if (t < p.cluster) {
-    int won = 0;
-    if (t == lane) {
-      int* counter = p.arrivals + (first * kMaxCluster + t);
-      ddk::fence_gpu();  // the parts (ordered before by the caller's barrier) before the arrival
-      const int before = ddk::atomic_add_global(counter, count);
-      if (before + count > expected) ddk::trap("verify: more arrivals at a row tile than it has parts");
-      if (before + count == expected) {
-        ddk::fence_gpu();  // every other part, before this CTA reads them
-        ddk::st_global(counter, 0);
-        won = 1;
-      }
+  if (t == lane) {
+    int* counter = p.arrivals + (first * kMaxCluster + t);
+    ddk::fence_gpu();  // the parts (ordered before by the caller's barrier) before the arrival
+    const int before = ddk::atomic_add_global(counter, count);
+    if (before + count > expected) ddk::trap("verify: more arrivals at a row tile than it has parts");
+    const bool won = before + count == expected;
+    if (won) {
+      ddk::fence_gpu();  // every other part, before this CTA reads them
+      ddk::st_global(counter, 0);
     }
-    ddk::st_shared(tail->won + t, won);
+    ddk::st_shared(&tail->won, won ? 1 : 0);
   }
   ddk::sync_block();
-  int any = 0;
-  for (int j = 0; j < p.cluster; ++j) any |= ddk::ld_shared(tail->won + j);
-  if (any == 0) return;  // uniform over the CTA
+  if (ddk::ld_shared(&tail->won) == 0) return;  // uniform over the CTA
   int* listed = reinterpret_cast<int*>(smem);
   const int ctas = static_cast<int>(last - first + 1), threads = kGroupThreads * p.row_groups;
+  const int block_m = kGroupRows * p.row_groups;
   for (int i = t; i < ctas; i += threads) {
     const int64_t slot = part_slot(p, first + i, first, units, at.tile_base, at.tiles);
     if (slot >= 0)
       ddk::st_shared(listed + parts_before(p, first + i, first, last, units, at.tile_base, at.tiles),
-                     static_cast<int>(slot));
+                     static_cast<int>(slot) * block_m);
   }
   ddk::sync_block();
-  const int block_m = kGroupRows * p.row_groups;
   const int left = r.rows.rows - at.row_tile * block_m, rows = left < block_m ? left : block_m;
   const int position = t % kCombineHalf * 4;
-  // The rows of the lanes won, k-th row = the (k mod n)-th lane won + C * (k div n), dealt to the 128-thread
-  // halves in turn: all of them work even where one lane won (its rows are all of one parity of C).
-  int won_lanes = 0, n_won = 0;
-  for (int j = 0; j < p.cluster; ++j)
-    if (ddk::ld_shared(tail->won + j) != 0) won_lanes |= 1 << j, ++n_won;
-  for (int k = t / kCombineHalf;; k += p.row_groups) {  // uniform per 128 threads
-    int lane_won = -1;
-    for (int j = 0, seen = 0; j < p.cluster; ++j)
-      if ((won_lanes >> j) & 1) {
-        if (seen == k % n_won) lane_won = j;
-        ++seen;
-      }
-    const int m = lane_won + p.cluster * (k / n_won);
-    if (m >= rows) break;
+  // The lane's rows, m = lane + C * k, dealt to the 128-thread halves in turn (k = half, half + row_groups, ...):
+  // all of them work, though the rows are all of one parity of C.
+  for (int m = lane + p.cluster * (t / kCombineHalf); m < rows; m += p.cluster * p.row_groups) {  // per 128 threads
     float acc[4] = {0.f, 0.f, 0.f, 0.f}, weight_sum = 0.f;
     const float base = gather_listed_parts(p, listed, expected, m, position, acc, weight_sum);
     const int64_t row = static_cast<int64_t>(r.rows.q_base) * p.heads + at.row_tile * block_m + m;
@@ -902,7 +905,7 @@ DDK_DEVICE void arrive_at_parts(const VerifyParams& p, char* smem, PartTail* tai
     if (((parts >> k) & 1) == 0) continue;  // uniform over the CTA
     arrive_at_row_tile(p, smem, tail, PartRecord{ddk::ld_shared(tail->places + k), ddk::ld_shared(tail->rows + k)},
                        lane, 1);
-    ddk::sync_block();  // the list and the lanes won are rewritten by the next part's arrival
+    ddk::sync_block();  // the list and the win are rewritten by the next part's arrival
   }
 }
 
@@ -952,7 +955,7 @@ DDK_DEVICE_NOINLINE void arrive_for_cluster(const VerifyParams p, char* smem, Pa
   for (int i = 0; i < n; ++i) {
     arrive_at_row_tile(p, smem, tail, PartRecord{ddk::ld_shared(&list[i].place), ddk::ld_shared(&list[i].rows)},
                        rank, ddk::ld_shared(&list[i].parts));
-    ddk::sync_block();  // the merge's list of parts and the lanes won are rewritten by the next arrival
+    ddk::sync_block();  // the merge's list of parts and the win are rewritten by the next arrival
   }
 }
 
@@ -999,7 +1002,7 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
   Cursor* cursor = reinterpret_cast<Cursor*>(smem + (smem_bytes(p.row_groups) - kCursorBytes));
   Extent* extent = reinterpret_cast<Extent*>(cursor + 2);
   Range* range = reinterpret_cast<Range*>(extent + 2);
-  int* slot_words = reinterpret_cast<int*>(range + 1);  // two segment slots, then the cluster merge
+  int* slot_words = reinterpret_cast<int*>(range + 1);  // two segment slots, the cluster merge, the row tile
   PartTail* tail = reinterpret_cast<PartTail*>(slot_words + 4);
   if (ddk::thread_idx_x() == 0) {
     Range first;
@@ -1045,20 +1048,23 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
       ddk::st_shared(cursor + (k ^ 1), Cursor{request_base, row_tile * g.tiles + tile_end, request});
       ddk::st_shared(extent + (k ^ 1), Extent{g.q_base, g.q_len, g.key_base, g.keys});
       ddk::st_shared(slot_words + k, slot);  // rewritten two segments on, after this one's barriers
+      ddk::st_shared(slot_words + 3, row_tile);  // for the cluster merge
+      if (slot >= 0 && p.arrivals != nullptr && ddk::ld_shared(slot_words + 2) != kMergeWhole) {
+        // the part, for the arrival at the CTA's end (read there after a barrier)
+        ddk::st_shared(tail->places + (slot & 1), PartPlace{row_tile_base, g.tiles, row_tile});
+        ddk::st_shared(tail->rows + (slot & 1), PartRows{g.q_base, g.rows});
+        ddk::st_shared(&tail->parts, ddk::ld_shared(&tail->parts) | (1 << (slot & 1)));
+      }
     }
+    // Nothing of the segment lives through it but what shared memory holds: the tile loop needs every register.
     run_segment(p, smem, g, row_tile, tile_begin, tile_end, slot_words + k, slot_words + 2);
     const int merge = ddk::ld_shared(slot_words + 2);
-    if (slot >= 0 && p.arrivals != nullptr && merge != kMergeWhole && ddk::thread_idx_x() == 0) {
-      // the part, for the arrival at the CTA's end (read there after a barrier)
-      ddk::st_shared(tail->places + (slot & 1), PartPlace{row_tile_base, g.tiles, row_tile});
-      ddk::st_shared(tail->rows + (slot & 1), PartRows{g.q_base, g.rows});
-      ddk::st_shared(&tail->parts, ddk::ld_shared(&tail->parts) | (1 << (slot & 1)));
-    }
     if (merge != kMergeNone) {  // uniform over the cluster; its CTAs have this one segment
       if (ddk::cluster_nctarank() != static_cast<unsigned>(p.cluster))
         ddk::trap("verify: launched in clusters of another size than p.cluster");
       ddk::sync_cluster();  // every CTA's part is staged
-      merge_cluster_parts(p, smem, g, row_tile, merge == kMergeWhole);
+      merge_cluster_parts(p, smem, request_of(p, ddk::ld_shared(extent + (k ^ 1))), ddk::ld_shared(slot_words + 3),
+                          merge == kMergeWhole);
       ddk::sync_cluster();  // no CTA leaves while another still reads its part
       if (merge == kMergePart && p.arrivals != nullptr)
         arrive_at_parts(p, smem, tail, static_cast<int>(ddk::cluster_ctarank()));  // the rows of its rank
