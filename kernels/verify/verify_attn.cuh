@@ -277,21 +277,31 @@ DDK_HOST_DEVICE bool cluster_units(int64_t c, int64_t units, int64_t ctas, int64
   return true;
 }
 
-// A prefix tile's copies of one column, keys j0, j0 + kRows, ...: every key valid and its slot staged. The
-// slots are all read before the first copy is issued: a copy's asm orders memory, so a slot read between two
-// copies waited for its shared load each time (ncu, sm_90: 15 instructions and 13-17 % of the samples of the
-// long launches in that loop, most of them stalled on the load).
-template <int kRows, int kMost = (kBlockN + kRows - 1) / kRows>  // keys a thread copies at most
-DDK_DEVICE void copy_prefix_column(char* dst, const uint16_t* column, const int32_t* staged, int j0) {
+// A prefix tile's copies of one column, keys j0, j0 + kRows, ...: every key valid, its slot index at slots[j]
+// (staged in shared memory, or, for a segment's first tile, the pool's in global memory). The slots are all
+// read before the first copy is issued: a copy's asm orders memory, so a slot read between two copies waited
+// for its load each time (ncu, sm_90: 15 instructions and 13-17 % of the samples of the long launches in that
+// loop, most of them stalled on the shared load; a global one is a round trip to L2).
+template <int kRows, bool kGlobal, int kMost = (kBlockN + kRows - 1) / kRows>  // keys a thread copies at most
+DDK_DEVICE void copy_prefix_column(char* dst, const uint16_t* column, const int32_t* slots, int j0) {
   int32_t slot[kMost];
   for (int i = 0; i < kMost; ++i) {
     const int j = j0 + i * kRows;
-    slot[i] = j < kBlockN ? ddk::ld_shared(staged + j) : 0;
+    slot[i] = j >= kBlockN ? 0 : kGlobal ? ddk::ld_global(slots + j) : ddk::ld_shared(slots + j);
   }
   for (int i = 0; i < kMost; ++i) {
     const int j = j0 + i * kRows;
     if (j < kBlockN) ddk::cp_async_16(dst + j * kSmemRowBytes, column + static_cast<int64_t>(slot[i]) * kDimQK, true);
   }
+}
+
+template <int kRows>
+DDK_DEVICE void copy_prefix_tile(char* dst, const uint16_t* column, const VerifyParams& p, const Request& g,
+                                 const int32_t* staged, int first_key, int j0) {
+  if (staged != nullptr)
+    copy_prefix_column<kRows, false>(dst, column, staged, j0);
+  else
+    copy_prefix_column<kRows, true>(dst, column, p.kv_slots + (g.key_base + first_key), j0);
 }
 
 // 32 keys x 72 chunks: with n = threads / 72 (3 or 5), thread t < 72n copies chunk t % 72 of keys t / 72,
@@ -307,14 +317,17 @@ DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, 
   const int t = ddk::thread_idx_x(), rows_at_once = kGroupThreads * p.row_groups / kChunksPerRow;
   if (t >= rows_at_once * kChunksPerRow) return;
   const int chunk = t % kChunksPerRow;
-  if (staged != nullptr && first_key + kBlockN <= g.prefix) {  // a tile of prefix keys, uniform over the CTA
+  // A tile of prefix keys (uniform over the CTA). A segment's first (nothing staged) takes this path in a
+  // launch of 32-row CTAs only: with both sizes' global variants, ptxas spilled 4 bytes through sm_90's tile
+  // loop, and the first tile weighs most in the short launches, which 32-row CTAs serve.
+  static_assert(kGroupThreads * 2 / kChunksPerRow == 3 && kGroupThreads * 3 / kChunksPerRow == 5, "rows at once");
+  if (first_key + kBlockN <= g.prefix && (staged != nullptr || rows_at_once == 3)) {
     const uint16_t* column = p.kv + chunk * 8;
     char* dst = stage + smem_offset(0, chunk);
-    static_assert(kGroupThreads * 2 / kChunksPerRow == 3 && kGroupThreads * 3 / kChunksPerRow == 5, "rows at once");
     if (rows_at_once == 5)
-      copy_prefix_column<5>(dst, column, staged, t / kChunksPerRow);
+      copy_prefix_column<5, false>(dst, column, staged, t / kChunksPerRow);
     else
-      copy_prefix_column<3>(dst, column, staged, t / kChunksPerRow);
+      copy_prefix_tile<3>(dst, column, p, g, staged, first_key, t / kChunksPerRow);
     return;
   }
   for (int j = t / kChunksPerRow; j < kBlockN; j += rows_at_once) {
@@ -454,6 +467,17 @@ DDK_DEVICE void add_part(float (&acc)[4], float wu, Half4 v) {
   acc[3] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.hi >> 16));
 }
 
+// add_part of a part whose weight w and w times its quarter's 2^k (wu) lane `from` of the warp holds: the
+// merges load a part's LSE and scale and take its weight once a warp, lane by lane, not once a lane, and
+// every lane adds the parts in order with the same bits (a butterfly shuffle by lane ^ from broadcasts).
+DDK_DEVICE void add_part_of_lane(float (&acc)[4], float& weight_sum, float w, float wu, int from, Half4 v) {
+  const int mask = static_cast<int>(ddk::lane_id()) ^ from;
+  const float w_from = ddk::shfl_xor(w, mask);
+  const float wu_from = ddk::shfl_xor(wu, mask);
+  weight_sum += w_from;
+  if (w_from != 0.f) add_part(acc, wu_from, v);
+}
+
 // A merged (token, head) row's four values at stored `position` to the output, and its LSE (one thread).
 DDK_DEVICE void write_merged_row(const VerifyParams& p, int64_t row, int position, const float (&acc)[4],
                                  float weight_sum, float base, bool writes_lse) {
@@ -481,28 +505,26 @@ DDK_DEVICE_NOINLINE void merge_cluster_parts(const VerifyParams p, char* smem, c
   const float* lses = staged_lse(smem, block_m);
   const int t = ddk::thread_idx_x(), position = t % kCombineHalf * 4, quarter = position / kColSlice;
   const int64_t first_part = static_cast<int64_t>(2 * (static_cast<int>(ddk::block_idx_x()) - rank)) * block_m;
+  const unsigned held = ddk::lane_id() % kMaxCluster;  // the rank whose LSE and scale this lane loads
   for (int m = rank + size * (t / kCombineHalf); m < rows; m += size * p.row_groups) {  // uniform per warp
-    float lse[kMaxCluster], best = kNegInf;
-    for (int q = 0; q < kMaxCluster; ++q) {  // unrolled: the LSEs stay in registers
-      lse[q] = q < size ? ddk::ld_cluster(lses + m, static_cast<unsigned>(q)) : kNegInf;
-      best = fmaxf(best, lse[q]);
-    }
+    const bool holds = static_cast<int>(held) < size;
+    const float lse = holds ? ddk::ld_cluster(lses + m, held) : kNegInf;
+    const float unit = holds ? ddk::ld_cluster(scales + (m * kPartQuarters + quarter), held) : 0.f;
+    float best = fmaxf(kNegInf, lse);  // a NaN LSE left out, as by every max here
+    for (int k = 1; k < kMaxCluster; k *= 2) best = fmaxf(best, ddk::shfl_xor(best, k));
     const float base = best == kNegInf ? 0.f : best;
     // every rank's values loaded before any is added (whatever its weight, so that the loads go out together
     // and do not depend on the data: ncu saw them one after another, each behind its weight's branch)
     Half4 v[kMaxCluster];
-    float unit[kMaxCluster];
-    for (int q = 0; q < kMaxCluster; ++q) {  // unrolled, as above
+    for (int q = 0; q < kMaxCluster; ++q) {  // unrolled: the values stay in registers
       if (q >= size) break;
       v[q] = ddk::ld_cluster(reinterpret_cast<const Half4*>(so + (m * kStagedRow + position)), static_cast<unsigned>(q));
-      unit[q] = ddk::ld_cluster(scales + (m * kPartQuarters + quarter), static_cast<unsigned>(q));
     }
+    const float w = ddk::fast_exp2(lse - base), wu = w * unit;
     float weight_sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
     for (int q = 0; q < kMaxCluster; ++q) {
       if (q >= size) break;
-      const float w = ddk::fast_exp2(lse[q] - base);
-      weight_sum += w;
-      if (w != 0.f) add_part(acc, w * unit[q], v[q]);
+      add_part_of_lane(acc, weight_sum, w, wu, q, v[q]);
     }
     if (whole) {
       const int64_t row = static_cast<int64_t>(g.q_base) * p.heads + row_tile * block_m + m;
@@ -817,28 +839,33 @@ DDK_DEVICE uint32_t part_row(const int* listed, int i, int m) {
 // base LSE. Loads bypass L1: the parts were written by other CTAs of this launch.
 DDK_DEVICE float gather_listed_parts(const VerifyParams& p, const int* listed, int n, int m, int position,
                                      float (&acc)[4], float& weight_sum) {
-  const int quarter = position / kColSlice;
+  const int quarter = position / kColSlice, lane = static_cast<int>(ddk::lane_id());
   float best = kNegInf;
-  for (int i = 0; i < n; ++i) best = fmaxf(best, ddk::ld_global_cg(p.ws_lse + part_row(listed, i, m)));
+  for (int i = lane; i < n; i += 32) best = fmaxf(best, ddk::ld_global_cg(p.ws_lse + part_row(listed, i, m)));
+  best = warp_max(best);
   const float base = best == kNegInf ? 0.f : best;
-  // kGatherBatch parts' loads issued before they are added in order, as the combine does; loaded whatever
-  // the weight, so that the loads do not depend on the data (a sampled launch counts them exactly); added
-  // only where the weight is not 0
-  for (int i = 0; i < n; i += kGatherBatch) {
-    float lse[kGatherBatch], unit[kGatherBatch];
-    Half4 v[kGatherBatch];
-    for (int b = 0; b < kGatherBatch; ++b) {  // unrolled: the loads go out together, into registers
-      if (i + b >= n) break;
-      const uint32_t part = part_row(listed, i + b, m);
-      lse[b] = ddk::ld_global_cg(p.ws_lse + part);
-      v[b] = ddk::ld_global_cg(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
-      unit[b] = ddk::ld_global_cg(p.ws_scale + (part * kPartQuarters + quarter));
+  // 32 parts at a time, lane b holding the weights of part i0 + b (add_part_of_lane); kGatherBatch parts'
+  // values loaded before they are added in order, as the combine does, whatever the weight, so that the loads
+  // do not depend on the data (a sampled launch counts them exactly); added only where the weight is not 0
+  for (int i0 = 0; i0 < n; i0 += 32) {
+    float w = 0.f, wu = 0.f;
+    if (i0 + lane < n) {
+      const uint32_t part = part_row(listed, i0 + lane, m);
+      w = ddk::fast_exp2(ddk::ld_global_cg(p.ws_lse + part) - base);  // an empty part has lse -inf
+      wu = w * ddk::ld_global_cg(p.ws_scale + (part * kPartQuarters + quarter));
     }
-    for (int b = 0; b < kGatherBatch; ++b) {
-      if (i + b >= n) break;
-      const float w = ddk::fast_exp2(lse[b] - base);  // an empty part has lse -inf
-      weight_sum += w;
-      if (w != 0.f) add_part(acc, w * unit[b], v[b]);
+    const int count = n - i0 < 32 ? n - i0 : 32;
+    for (int i = 0; i < count; i += kGatherBatch) {
+      Half4 v[kGatherBatch];
+      for (int b = 0; b < kGatherBatch; ++b) {  // unrolled: the loads go out together, into registers
+        if (i + b >= count) break;
+        const uint32_t part = part_row(listed, i0 + i + b, m);
+        v[b] = ddk::ld_global_cg(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
+      }
+      for (int b = 0; b < kGatherBatch; ++b) {
+        if (i + b >= count) break;
+        add_part_of_lane(acc, weight_sum, w, wu, i + b, v[b]);
+      }
     }
   }
   return base;
