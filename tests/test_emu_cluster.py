@@ -16,7 +16,9 @@ from ddbench.kernel.counters import parse_counters
 from ddbench.kernel.sanitizer import parse_sanitizer_report
 
 THREADS = 64
-CLEAN, EARLY_READ, LATE_WRITE, READ_EXITED, SKIPS_BARRIER, UNWRITTEN, BAD_RANK, NO_FINAL_BARRIER = range(8)
+(CLEAN, EARLY_READ, LATE_WRITE, READ_EXITED, SKIPS_BARRIER, UNWRITTEN, BAD_RANK, NO_FINAL_BARRIER, MIXED) = (
+    range(9)
+)
 
 
 @pytest.fixture(scope="module")
@@ -73,14 +75,37 @@ def test_the_counters_see_cluster_reads_and_barriers(probes):
     rc, message, _, _, counters, _ = launch(probes, CLEAN, 4, 8, COUNT)
     assert rc == 0, message
     (kernel,) = counters.kernels
-    # each thread reads 3 other CTAs' words (its own CTA's is a plain shared load), 2 cluster barriers per CTA
+    # each thread reads 4 CTAs' words: 3 over the network (its own CTA's is read locally), 4 ld_cluster
+    # instructions a warp; 2 cluster barriers per CTA
     assert kernel.totals.cluster_bytes == 8 * THREADS * 4 * 3
     assert (kernel.totals.cluster_barriers, kernel.totals.barriers) == (16, 16)
     for shape in kernel.cta_shapes:
         assert shape.cluster_barriers == 2 and shape.cluster_bytes == THREADS * 4 * 3
         assert sum(p.cluster_bytes for p in shape.phases) == THREADS * 4 * 3
-        assert sum(p.instructions["ld_cluster"] for p in shape.phases) == 3 * THREADS // 32
+        assert sum(p.instructions["ld_cluster"] for p in shape.phases) == 4 * THREADS // 32
         assert sum(p.instructions["sync_cluster"] for p in shape.phases) == 2 * THREADS // 32
+
+
+@pytest.mark.parametrize("cluster", [2, 4])
+def test_one_ld_cluster_over_several_ranks_is_one_instruction(probes, cluster):
+    """Lane t reads rank t % C in one instruction, the CTA's own among them: its lanes are local shared reads
+    (no bank conflict: consecutive words) and the others network bytes, whichever lane the emulation ran
+    first (the kernel's merges read each part's LSE so: an own lane first once counted every lane as a
+    local access, the other CTAs' addresses as offsets into its own shared memory: bank conflicts out of
+    nothing)."""
+    rc, message, data, out, counters, _ = launch(probes, MIXED, cluster, 8, COUNT)
+    assert rc == 0, message
+    blocks = data.reshape(-1, cluster, THREADS)
+    t = np.arange(THREADS)
+    expected = np.repeat(blocks[:, t % cluster, t][:, None, :], cluster, axis=1).reshape(-1)
+    np.testing.assert_array_equal(out, expected)
+    (kernel,) = counters.kernels
+    remote_lanes = THREADS - THREADS // cluster
+    assert kernel.totals.cluster_bytes == 8 * remote_lanes * 4
+    assert kernel.totals.shared.bank_conflicts == 0
+    for shape in kernel.cta_shapes:
+        assert sum(p.instructions["ld_cluster"] for p in shape.phases) == THREADS // 32
+        assert sum(p.instructions["ld_shared"] for p in shape.phases) == 0
 
 
 def findings_of(report, check: str):

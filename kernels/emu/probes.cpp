@@ -509,7 +509,8 @@ struct ClusterProbe {
 };
 
 // Each CTA stages its slice of `in` in shared memory; each thread then sums word t of every CTA of its
-// cluster through ld_cluster (variant 0). The other variants break one rule each.
+// cluster through ld_cluster (variant 0). Variant 8 reads one rank a lane in one instruction; the other
+// variants break one rule each.
 DDK_GLOBAL void cluster_probe_kernel(ClusterProbe p) {
   float* s = reinterpret_cast<float*>(dynamic_smem());
   const unsigned t = thread_idx_x(), rank = cluster_ctarank(), size = cluster_nctarank();
@@ -522,6 +523,11 @@ DDK_GLOBAL void cluster_probe_kernel(ClusterProbe p) {
   }
   if (p.variant == 4 && rank == 1) return;  // never arrives: the others wait at the barrier forever
   sync_cluster();  // SITE:cluster_barrier
+  if (p.variant == 8) {  // one warp instruction over every rank, the CTA's own included: lane t reads rank t % size
+    st_global(p.out + at, ld_cluster(s + t, t % size));
+    sync_cluster();
+    return;
+  }
   if (p.variant == 7) {  // the last rank reads rank 0 and no barrier follows: rank 0 may exit before the read
     st_global(p.out + at, rank == size - 1 ? ld_cluster(s + t, 0) : 0.f);  // SITE:cluster_read_then_exit
     return;

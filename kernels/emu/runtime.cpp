@@ -622,12 +622,18 @@ void close_instruction(Worker& w, const MemInstr& m) {
     ph.global_bytes += bytes;
     add_sectors(t, c, m.addr, m.mask, m.width);
     c.count(Op::AtomGlobal, m.site);
-  } else if (m.kind == 3) {  // ld_cluster: served by the other CTA's shared memory, over the cluster's network
-    // The distinct bytes the warp's lanes read: lanes on one address share one transfer (a broadcast).
+  } else if (m.kind == 3) {  // ld_cluster: served by the other CTAs' shared memory, over the cluster's network
+    // One warp instruction whatever ranks its lanes read: a lane on the CTA's own shared memory is a local
+    // access (its wavefronts), the others network bytes, the distinct bytes the warp's lanes read (lanes on
+    // one address share one transfer, a broadcast).
+    std::uint32_t local = 0;
+    for (unsigned l = 0; l < 32; ++l)
+      if ((m.mask >> l & 1u) && m.addr[l] >= base && m.addr[l] < base + w.smem_bytes) local |= 1u << l;
+    if (local != 0) shared_side(shared_kind_of(false, m.width), m.addr, local, m.width);
     std::uint64_t lo[32];
     unsigned n = 0;
     for (unsigned l = 0; l < 32; ++l)
-      if (m.mask >> l & 1u) lo[n++] = m.addr[l];
+      if ((m.mask & ~local) >> l & 1u) lo[n++] = m.addr[l];
     std::sort(lo, lo + n);
     std::uint64_t bytes = 0, covered = 0;
     for (unsigned i = 0; i < n; ++i) {
@@ -1716,6 +1722,14 @@ void cp_async_wait_all(const Site& site) {
   cp_async_wait(0, site);
 }
 
+// The sanitizer's checks of one lane's shared access: in range, and no race (false: a finding stopped it).
+bool shared_checked(Worker& w, const Fiber& f, std::uint16_t id, const void* p, unsigned bytes, bool store) {
+  if (!check_shared_range(w, f, id, p, bytes, store ? "write" : "read")) return false;
+  shadow_access(w, access_now(*w.trace, f, id), static_cast<std::size_t>(static_cast<const char*>(p) - w.smem), bytes,
+                store, true, store ? "st_shared" : "ld_shared");
+  return true;
+}
+
 bool mem_access(Space space, bool store, const void* p, unsigned bytes, const Site& site) {
   Fiber* f = current_fiber(store ? "st_shared/st_global" : "ld_shared/ld_global");
   Worker& w = *f->worker;
@@ -1725,10 +1739,8 @@ bool mem_access(Space space, bool store, const void* p, unsigned bytes, const Si
   if (t.sanitize) {
     if (space == Space::Global) {
       if (!check_global(w, *f, id, p, bytes, store, store ? "write" : "read")) return false;
-    } else {
-      if (!check_shared_range(w, *f, id, p, bytes, store ? "write" : "read")) return false;
-      shadow_access(w, access_now(t, *f, id), static_cast<std::size_t>(static_cast<const char*>(p) - w.smem), bytes,
-                    store, true, store ? "st_shared" : "ld_shared");
+    } else if (!shared_checked(w, *f, id, p, bytes, store)) {
+      return false;
     }
   }
   if (t.count)
@@ -1827,13 +1839,13 @@ const void* cluster_map(const void* p, unsigned rank, unsigned bytes, const Site
     abort_to_main(f);
   }
   Worker& target = *cl.blocks[rank];
-  if (&target == &w) {  // the CTA's own shared memory: a plain shared load
-    mem_access(Space::Shared, false, p, bytes, site);
-    return p;
-  }
   const char* mapped = target.smem + (addr - base);
   if (w.trace == nullptr) return mapped;
-  if (w.trace->sanitize) check_remote_read(target, w, *f, site, addr - base, bytes);
+  if (&target == &w) {  // the CTA's own shared memory: checked as a plain shared load, counted as this ld_cluster
+    if (w.trace->sanitize && !shared_checked(w, *f, intern_site(*w.trace, site), p, bytes, false)) return p;
+  } else if (w.trace->sanitize) {
+    check_remote_read(target, w, *f, site, addr - base, bytes);
+  }
   if (w.trace->count)
     record_lane(w, *f, intern_site(*w.trace, site), 3, false, bytes, reinterpret_cast<std::uint64_t>(mapped), 0,
                 false);
