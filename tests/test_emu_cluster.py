@@ -89,12 +89,13 @@ def test_the_counters_see_cluster_reads_and_barriers(probes):
 @pytest.mark.parametrize("cluster", [2, 4])
 def test_one_ld_cluster_over_several_ranks_is_one_instruction(probes, cluster):
     """Lane t reads rank t % C in one instruction, the CTA's own among them: its lanes are local shared reads
-    (no bank conflict: consecutive words) and the others network bytes, whichever lane the emulation ran
+    (no bank conflict: words C apart) and the others network bytes, whichever lane the emulation ran
     first (the kernel's merges read each part's LSE so: an own lane first once counted every lane as a
     local access, the other CTAs' addresses as offsets into its own shared memory: bank conflicts out of
     nothing)."""
-    rc, message, data, out, counters, _ = launch(probes, MIXED, cluster, 8, COUNT)
+    rc, message, data, out, counters, report = launch(probes, MIXED, cluster, 8, COUNT | SANITIZE)
     assert rc == 0, message
+    assert report.clean, report.summary()
     blocks = data.reshape(-1, cluster, THREADS)
     t = np.arange(THREADS)
     expected = np.repeat(blocks[:, t % cluster, t][:, None, :], cluster, axis=1).reshape(-1)
@@ -103,6 +104,9 @@ def test_one_ld_cluster_over_several_ranks_is_one_instruction(probes, cluster):
     remote_lanes = THREADS - THREADS // cluster
     assert kernel.totals.cluster_bytes == 8 * remote_lanes * 4
     assert kernel.totals.shared.bank_conflicts == 0
+    # the local lanes (some in every warp): one 4-byte shared read a warp instruction, one wavefront each
+    assert kernel.totals.shared.instructions["ld32"] == 8 * THREADS // 32
+    assert kernel.totals.shared.wavefronts["ld32"] == 8 * THREADS // 32
     for shape in kernel.cta_shapes:
         assert sum(p.instructions["ld_cluster"] for p in shape.phases) == THREADS // 32
         assert sum(p.instructions["ld_shared"] for p in shape.phases) == 0

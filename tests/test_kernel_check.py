@@ -172,6 +172,24 @@ def test_a_callees_frame_does_not_hide_the_kernels_spill():
     assert violations(verify, 0) == ["spills 8 B stored, 16 B loaded"]
 
 
+def test_each_kernel_keeps_its_own_frame_with_callees_between():
+    """nvcc 13 lists the combine kernel, then the verify kernel and its callees: a new entry takes the frame
+    lines that follow its own "Function properties" line, not the previous kernel's callees'."""
+    clean = "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"
+    combine_first = "\n".join(
+        [
+            f"ptxas info    : Compiling entry function '{COMBINE_MANGLED}' for 'sm_120'",
+            f"ptxas info    : Function properties for {COMBINE_MANGLED}",
+            "    0 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads",
+            "ptxas info    : Used 90 registers, used 1 barriers",
+            CALLEE_REPORT.format(callee=clean),
+        ]
+    )
+    combine, verify = parse_resource_usage(combine_first)
+    assert (combine.spill_store_bytes, combine.spill_load_bytes, combine.callee_spills) == (4, 4, {})
+    assert (verify.spill_store_bytes, verify.spill_load_bytes, verify.callee_spills) == (8, 16, {})
+
+
 def test_a_callees_spill_is_a_violation():
     clean = "0 bytes spill stores, 0 bytes spill loads"
     report = CALLEE_REPORT.replace("8 bytes spill stores, 16 bytes spill loads", clean)

@@ -1842,7 +1842,7 @@ const void* cluster_map(const void* p, unsigned rank, unsigned bytes, const Site
   const char* mapped = target.smem + (addr - base);
   if (w.trace == nullptr) return mapped;
   if (&target == &w) {  // the CTA's own shared memory: checked as a plain shared load, counted as this ld_cluster
-    if (w.trace->sanitize && !shared_checked(w, *f, intern_site(*w.trace, site), p, bytes, false)) return p;
+    if (w.trace->sanitize) shared_checked(w, *f, intern_site(*w.trace, site), p, bytes, false);  // (in range)
   } else if (w.trace->sanitize) {
     check_remote_read(target, w, *f, site, addr - base, bytes);
   }

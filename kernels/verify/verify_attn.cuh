@@ -391,7 +391,7 @@ DDK_DEVICE uint32_t visible_keys(const Request& g, int tile, uint32_t word0, uin
   const uint64_t words = static_cast<uint64_t>(word1) << 32 | word0;  // columns from first_mask_word's
   const uint32_t seen = j0 >= 0 ? static_cast<uint32_t>(words >> (j0 & 31))
                                 : static_cast<uint32_t>((static_cast<uint64_t>(word0) << 32 | ~0u) >> (32 + j0));
-  const int keys = g.keys - tile * kBlockN;  // >= 1: the tile holds a key
+  const int keys = g.keys - tile * kBlockN;  // >= 1 for a tile < g.tiles (the caller's): 1u << keys is defined
   return keys >= kBlockN ? seen : seen & ((1u << keys) - 1u);
 }
 
