@@ -146,6 +146,7 @@ def test_parse_resource_usage_on_a_ptxas_report():
     assert parse_resource_usage("ptxas info    : 0 bytes gmem\n") == []
 
 
+CLEAN_FRAME = "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"
 # nvcc 13's order with out-of-line device functions: the kernel's frame, its "Used" line, then each callee's
 # frame. The kernel spills here and its callees do not, or the other way round.
 CALLEE_REPORT = "\n".join(
@@ -158,15 +159,13 @@ CALLEE_REPORT = "\n".join(
         "ptxas info    : Function properties for _ZN10ddk_verify18arrive_at_row_tileENS_12VerifyParamsE",
         "    {callee}",
         "ptxas info    : Function properties for _ZN10ddk_verify19merge_cluster_partsENS_12VerifyParamsE",
-        "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads",
+        f"    {CLEAN_FRAME}",
     ]
 )
 
 
 def test_a_callees_frame_does_not_hide_the_kernels_spill():
-    (verify,) = parse_resource_usage(
-        CALLEE_REPORT.format(callee="0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads")
-    )
+    (verify,) = parse_resource_usage(CALLEE_REPORT.format(callee=CLEAN_FRAME))
     assert (verify.stack_bytes, verify.spill_store_bytes, verify.spill_load_bytes) == (8, 8, 16)
     assert verify.callee_spills == {}
     assert violations(verify, 0) == ["spills 8 B stored, 16 B loaded"]
@@ -175,14 +174,13 @@ def test_a_callees_frame_does_not_hide_the_kernels_spill():
 def test_each_kernel_keeps_its_own_frame_with_callees_between():
     """nvcc 13 lists the combine kernel, then the verify kernel and its callees: a new entry takes the frame
     lines that follow its own "Function properties" line, not the previous kernel's callees'."""
-    clean = "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads"
     combine_first = "\n".join(
         [
             f"ptxas info    : Compiling entry function '{COMBINE_MANGLED}' for 'sm_120'",
             f"ptxas info    : Function properties for {COMBINE_MANGLED}",
             "    0 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads",
             "ptxas info    : Used 90 registers, used 1 barriers",
-            CALLEE_REPORT.format(callee=clean),
+            CALLEE_REPORT.format(callee=CLEAN_FRAME),
         ]
     )
     combine, verify = parse_resource_usage(combine_first)
