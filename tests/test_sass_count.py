@@ -53,7 +53,7 @@ $__internal_0_$__cuda_sm20_div_s64:
 
 
 def test_a_listing_becomes_blocks_with_their_flow_anchors_and_calls():
-    (kernel,) = parse_sass(LISTING, ("verify_attn.cuh",)).values()
+    (kernel,) = parse_sass(LISTING, {"verify_attn.cuh": ""}).values()
     assert kernel.name == "verify"
     assert [b.instructions for b in kernel.blocks] == [4, 4, 1, 1, 1, 1, 2]
     entry, arm, sync, uniform, exit_, _, slow = kernel.blocks
@@ -73,13 +73,13 @@ def test_a_listing_becomes_blocks_with_their_flow_anchors_and_calls():
 
 def test_a_listing_without_the_kernels_or_with_a_dangling_branch_is_refused():
     with pytest.raises(InputError, match="no verify or combine kernel"):
-        parse_sass("\t.target\tsm_120\n", ("verify_attn.cuh",))
+        parse_sass("\t.target\tsm_120\n", {"verify_attn.cuh": ""})
     broken = f"{HEADER}\n        /*0000*/                   BRA `(.L_x_9) ;\n"
     with pytest.raises(InputError, match=r"\.L_x_9"):
-        parse_sass(broken, ("verify_attn.cuh",))
+        parse_sass(broken, {"verify_attn.cuh": ""})
     indirect = f"{HEADER}\n        /*0000*/                   BRX R2 -0x10 ;\n"
     with pytest.raises(InputError, match="BRX R2 -0x10: an indirect jump"):
-        parse_sass(indirect, ("verify_attn.cuh",))
+        parse_sass(indirect, {"verify_attn.cuh": ""})
 
 
 def mma(site: int, predicated: bool = False) -> Anchor:

@@ -129,7 +129,7 @@ def _sass_map(cubin: Path, env: dict[str, str], report: ArchReport) -> dict[str,
     if listing.returncode != 0:
         report.sass_map_unavailable = f"nvdisasm failed: {listing.stderr.strip()[:500]}"
         return None
-    sources = tuple(p.name for p in find_kernels_dir().rglob("*.cuh"))
+    sources = {p.name: p.read_text() for p in find_kernels_dir().rglob("*.cuh")}
     try:
         return parse_sass(listing.stdout, sources, where=f"nvdisasm -gi of {cubin.name}")
     except InputError as err:  # a listing this parser does not know: the model counts by ratio, and says so

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from ddbench.errors import InputError
+from ddbench.kernel.source_calls import FileCalls, parse_source
 
 # The kernels of kernels/verify/verify_attn.cuh, by the name the emulation's counters give them.
 KERNEL_NAMES = {"verify_attention_kernel": "verify", "combine_parts_kernel": "combine"}
@@ -85,6 +87,9 @@ class KernelSass:
     # entry blocks of the compiler's slow paths (`__internal_*`: 64-bit division and remainder where an
     # operand does not fit 32 bits, a reciprocal of a denormal), which these kernels' sizes never take
     slow_paths: tuple[int, ...] = ()
+    # the kernel's source files by base name: where an anchor's primitive can have been counted
+    # (ddbench/kernel/source_calls.py); none in hand-built maps
+    source: tuple[tuple[str, FileCalls], ...] = field(default=(), hash=False, compare=False)
 
     @property
     def instructions(self) -> int:
@@ -234,17 +239,18 @@ def _blocks(
 
 
 def parse_sass(
-    text: str, source_files: tuple[str, ...], where: str = "nvdisasm output"
+    text: str, sources: Mapping[str, str], where: str = "nvdisasm output"
 ) -> dict[str, KernelSass]:
-    """The kernels of an `nvdisasm -gi` listing, by their emulation name; `source_files` are the base names
-    of the kernel's own sources (where the emulation records its call sites)."""
+    """The kernels of an `nvdisasm -gi` listing, by their emulation name; `sources`: the kernel's own source
+    files (where the emulation records its call sites), their text by base name."""
     out: dict[str, KernelSass] = {}
-    for mangled, (instructions, label_at) in _functions(text, source_files).items():
+    calls = tuple((name, parse_source(text)) for name, text in sorted(sources.items()))
+    for mangled, (instructions, label_at) in _functions(text, tuple(sources)).items():
         name = next((emu for cxx, emu in KERNEL_NAMES.items() if cxx in mangled), None)
         if name is None or not instructions:
             continue
         blocks, subroutines, slow = _blocks(instructions, label_at, where)
-        out[name] = KernelSass(name, tuple(blocks), tuple(subroutines), tuple(slow))
+        out[name] = KernelSass(name, tuple(blocks), tuple(subroutines), tuple(slow), calls)
     if not out:
         raise InputError("no verify or combine kernel in the listing", file=where)
     return out

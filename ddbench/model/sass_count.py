@@ -24,10 +24,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from ddbench.errors import InputError
-from ddbench.kernel.sass_map import DIVERGES, ENDS, EXACT, KernelSass
+from ddbench.kernel.sass_map import DIVERGES, ENDS, EXACT, Anchor, KernelSass
+from ddbench.kernel.source_calls import FileCalls
 
 WARP = 32
 # A loop that no anchor pins on every pass (a search over a cluster's CTAs, a strided loop whose accesses sit
@@ -50,6 +52,8 @@ class SassCount:
     mismatch: float
     # the likely figure by the kernel source line its instructions come from (ddbench profile --instructions)
     by_line: Mapping[str, float] = field(default_factory=dict)
+    # how often each block runs in the likely solution (warp passes), by block index
+    runs: tuple[float, ...] = ()
 
 
 def _site_key(site: str) -> tuple[str, int] | None:
@@ -58,35 +62,66 @@ def _site_key(site: str) -> tuple[str, int] | None:
     return (file, int(line)) if file and line.isdigit() else None
 
 
-def _statements(keys: set[tuple[str, str, int]]) -> dict[tuple[str, str, int], int]:
-    """(file, kind, line) -> a group: lines of one file and kind at most SITE_LINES_APART apart chain."""
-    group: dict[tuple[str, str, int], int] = {}
-    last: tuple[str, str, int] | None = None
-    for key in sorted(keys):
-        chained = last is not None and last[:2] == key[:2] and key[2] - last[2] <= SITE_LINES_APART
-        group[key] = group[last] if chained and last is not None else len(group)
-        last = key
-    return group
+def _statements(
+    keys: set[tuple[str, str, int]], links: list[tuple[tuple[str, str, int], tuple[str, str, int]]]
+) -> dict[tuple[str, str, int], int]:
+    """(file, kind, line) -> a group: lines of one file and kind at most SITE_LINES_APART apart chain, and
+    each link joins its two keys."""
+    parent = {key: key for key in keys}
+
+    def root(key: tuple[str, str, int]) -> tuple[str, str, int]:
+        while parent[key] != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    ordered = sorted(keys)
+    chained = [(a, b) for a, b in pairwise(ordered) if a[:2] == b[:2] and b[2] - a[2] <= SITE_LINES_APART]
+    for a, b in chained + links:
+        parent[root(a)] = root(b)
+    roots: dict[tuple[str, str, int], int] = {}
+    return {key: roots.setdefault(root(key), len(roots)) for key in ordered}
+
+
+def _kind(anchor: Anchor, ran: Mapping[str, int], calls: FileCalls | None, line: int) -> str | None:
+    """The counted kind an anchor is one instruction of: the first its site ran; where its site ran none, the
+    first its source can issue (the first of its kinds without a source); None where its site ran only
+    others (the SASS and the emulation disagree on what it is)."""
+    if ran:
+        return next((k for k in anchor.kinds if k in ran), None)
+    if calls is not None:
+        return next((k for k in anchor.kinds if calls.sites(line, k)), anchor.kinds[0])
+    return anchor.kinds[0]
 
 
 def anchor_groups(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]]):
     """(unpredicated blocks, predicated blocks, emulated count) per anchored statement and kind; a block once
     per copy in it. A site the CTA never ran counts 0; a site it ran with none of the anchor's kinds is left
-    out (the SASS and the emulation disagree on what it is)."""
+    out. Where the kernel's source is known, an anchor counts with every line its primitive can have been
+    counted at (ddbench/kernel/source_calls.py): nvcc's line table names, out of line, a helper's caller or
+    an earlier statement."""
+    source = dict(kernel.source)
     copies: list[tuple[tuple[str, str, int], int, bool]] = []
+    links: list[tuple[tuple[str, str, int], tuple[str, str, int]]] = []
     for b, block in enumerate(kernel.blocks):
         for a in block.anchors:
-            ran = sites.get(a.site, {})
-            kind = next((k for k in a.kinds if k in ran), None if ran else a.kinds[0])
-            key = _site_key(a.site)
-            if kind is not None and key is not None:
-                copies.append(((key[0], kind, key[1]), b, a.predicated))
+            at = _site_key(a.site)
+            if at is None:
+                continue
+            file, line = at
+            calls = source.get(file)
+            kind = _kind(a, sites.get(a.site, {}), calls, line)
+            if kind is None:
+                continue
+            copies.append(((file, kind, line), b, a.predicated))
+            if calls is not None:
+                links.extend(((file, kind, line), (file, kind, s)) for s in calls.sites(line, kind))
     counted = {}
     for site, ops in sites.items():
         key = _site_key(site)
         if key is not None:
             counted.update({(key[0], kind, key[1]): n for kind, n in ops.items()})
-    group = _statements({key for key, _, _ in copies} | set(counted))
+    group = _statements({key for key, _, _ in copies} | set(counted) | {b for _, b in links}, links)
     rows: dict[int, tuple[list[int], list[int], int]] = {}
     for key, b, predicated in copies:
         plain, pred, _ = rows.setdefault(group[key], ([], [], 0))
@@ -306,4 +341,5 @@ def count_cta(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]], thread
     for b, block in enumerate(blocks):
         for line, n in block.lines:
             by_line[line] = by_line.get(line, 0.0) + n * float(middle[runs[b]])
-    return SassCount(least, most, likely, missed, {k: v for k, v in by_line.items() if v > 0})
+    by_line = {k: v for k, v in by_line.items() if v > 0}
+    return SassCount(least, most, likely, missed, by_line, tuple(float(middle[r]) for r in runs))
