@@ -9,12 +9,15 @@ import zipfile
 import pytest
 
 from ddbench.device.instruction_ratio import (
+    ModeledLaunch,
     NcuLaunch,
+    block_error,
     by_kernel,
     counted_instructions,
     launch_ratios,
     main,
     ncu_launches,
+    ncu_source_counts,
 )
 from ddbench.errors import InputError
 
@@ -92,10 +95,51 @@ def test_launches_pair_in_order_and_each_kernel_is_summarised():
 
 def test_each_launch_sets_the_models_sass_count_beside_ncus():
     a = counters(("verify", 120, [(120, [100])]))
-    ratios = launch_ratios([("a", a)], [NcuLaunch("verify", 120, 60_000)], lambda kernel: 57_000.0)
+    ratios = launch_ratios(
+        [("a", a)], [NcuLaunch("verify", 120, 60_000)], lambda kernel: ModeledLaunch(57_000)
+    )
     assert ratios[0].to_json()["modeled_sass_instructions"] == 57_000
     assert ratios[0].to_json()["modeled_error"] == -0.05
     assert launch_ratios([("a", a)], [NcuLaunch("verify", 120, 60_000)])[0].to_json()["modeled_error"] is None
+
+
+def source_page(*launches: tuple[str, list[int]]) -> str:
+    """ncu's source page (sass view), each launch printed twice as ncu does."""
+    rows = []
+    for name, counts in launches:
+        for _ in range(2):
+            rows.append(["Kernel Name", f"ddk_verify::{name}(ddk_verify::VerifyParams)", ""])
+            rows.append(["Address", "Source", "# Samples", "Instructions Executed"])
+            rows += [[f"0x{k:x}", "      NOP", "0", f"{n:,}"] for k, n in enumerate(counts)]
+    return "\n".join(",".join(f'"{cell}"' for cell in row) for row in rows) + "\n"
+
+
+def test_the_source_page_gives_each_launchs_executed_instructions_once():
+    text = source_page(("verify_attention_kernel", [8, 8, 8, 2]), ("combine_parts_kernel", [4, 1_000]))
+    assert ncu_source_counts(text, "ncu-source.csv") == [
+        ("verify", (8, 8, 8, 2)),
+        ("combine", (4, 1_000)),
+    ]
+    with pytest.raises(InputError, match=r"ncu-source\.csv: row 2: no column 'Instructions Executed'"):
+        ncu_source_counts(text.replace("Instructions Executed", "x"), "ncu-source.csv")
+
+
+def test_the_block_error_counts_instructions_put_in_the_wrong_blocks():
+    # two blocks of 3 and 1 instructions; ncu ran them 8 and 2 times; the model 6 and 4: 3*2 + 1*2 misplaced
+    assert block_error([(3, 6.0), (1, 4.0)], [8, 8, 8, 2]) == pytest.approx(8 / 26)
+    assert block_error([(3, 8.0), (1, 2.0)], [8, 8, 8, 2]) == 0
+    assert block_error([(2, 8.0)], [8, 8, 8, 2]) is None  # another SASS than the run's
+
+
+def test_each_launch_is_checked_block_by_block_where_the_source_page_has_it():
+    a = counters(("verify", 1, [(1, [10])]))
+    model = ModeledLaunch(26.0, ((3, 6.0), (1, 4.0)))
+    (ratio,) = launch_ratios(
+        [("a", a)], [NcuLaunch("verify", 1, 26)], lambda kernel: model, [("verify", (8, 8, 8, 2))]
+    )
+    assert ratio.to_json()["block_error"] == round(8 / 26, 4) and ratio.to_json()["modeled_error"] == 0
+    (ratio,) = launch_ratios([("a", a)], [NcuLaunch("verify", 1, 26)], lambda kernel: model)
+    assert ratio.block_error is None
 
 
 @pytest.mark.parametrize(

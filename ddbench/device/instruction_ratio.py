@@ -8,7 +8,9 @@ profiles a few shapes (`ddbench/device/check.py`, NCU_CASES) and exports `ncu-ra
 ratio follows. Where nvcc is installed, each launch's SASS count (the model's issue term, its likely figure:
 ddbench/model/sass_count.py) is set beside ncu's too, the check of that count. The counts must be of the
 kernel that ran: the ncu step records its kernel hash, and a tree whose kernel differs is refused (run this
-in a worktree of the run's commit).
+in a worktree of the run's commit). Where the export holds ncu's source page (`ncu-source.csv`: each SASS
+instruction's executed count), the count is checked block by block too: how many instructions the model
+puts in the wrong blocks (`block_error`, a share of ncu's), which the launch's total can hide.
 
     python -m ddbench.device.instruction_ratio DEVICE_CHECK_JSON NCU_ZIP_OR_CSV [OUT_JSON]
 """
@@ -39,6 +41,17 @@ from ddbench.runner.model_profiles import sass_of
 INSTRUCTIONS = "smsp__inst_executed.sum"
 KERNEL_PREFIXES = (("verify_attention_kernel", "verify"), ("combine_parts_kernel", "combine"))
 RAW_CSV = "ncu-raw.csv"
+SOURCE_CSV = "ncu-source.csv"
+EXECUTED = "Instructions Executed"
+
+
+@dataclass(frozen=True)
+class ModeledLaunch:
+    """The model's SASS count of one launch: its likely figure, and each block's instructions with its likely
+    warp passes over the launch."""
+
+    likely: float
+    blocks: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -56,6 +69,9 @@ class LaunchRatio:
     sass: int
     counted: int
     modeled: float | None = None  # the model's SASS count of the launch (likely), where a SASS map was built
+    # the instructions the model puts in other blocks than ncu saw, over ncu's (None: no source page, or
+    # another SASS than this tree's)
+    block_error: float | None = None
 
     @property
     def ratio(self) -> float:
@@ -71,6 +87,7 @@ class LaunchRatio:
             "ratio": round(self.ratio, 3),
             "modeled_sass_instructions": None if self.modeled is None else round(self.modeled),
             "modeled_error": None if self.modeled is None else round(self.modeled / self.sass - 1, 4),
+            "block_error": None if self.block_error is None else round(self.block_error, 4),
         }
 
 
@@ -103,6 +120,47 @@ def ncu_launches(csv_text: str, source: str) -> list[NcuLaunch]:
     return launches
 
 
+def ncu_source_counts(csv_text: str, source: str) -> list[tuple[str, tuple[int, ...]]]:
+    """Each launch's executed warp instructions, SASS instruction by instruction, from ncu's source page (its
+    sass view): (kernel, counts), in order. ncu prints a launch's page twice over; a repeat is one launch."""
+    pages: list[tuple[str, list[int]]] = []
+    executed_at: int | None = None
+    for line, row in enumerate(csv.reader(io.StringIO(csv_text)), start=1):
+        if len(row) >= 2 and row[0] == "Kernel Name":
+            name = row[1].split("(")[0].split("::")[-1]
+            kernel = next((short for prefix, short in KERNEL_PREFIXES if name.startswith(prefix)), "")
+            pages.append((kernel, []))
+            executed_at = None
+        elif row and row[0] == "Address":
+            if EXECUTED not in row:
+                raise InputError(f"row {line}: no column {EXECUTED!r}", file=source)
+            executed_at = row.index(EXECUTED)
+        elif row and pages and executed_at is not None and len(row) > executed_at:
+            try:
+                pages[-1][1].append(int(_number(row[executed_at])))
+            except ValueError:
+                raise InputError(f"row {line}: an executed count that is not a number", file=source) from None
+    launches: list[tuple[str, tuple[int, ...]]] = []
+    for kernel, counts in pages:
+        page = (kernel, tuple(counts))
+        if kernel and (not launches or launches[-1] != page):
+            launches.append(page)
+    return launches
+
+
+def block_error(blocks: Sequence[tuple[int, float]], executed: Sequence[int]) -> float | None:
+    """The instructions a modeled launch puts in other blocks than ncu saw, over ncu's: each block's
+    instructions run as often as its first (a predicated-off instruction still issues). None where the SASS
+    is not the same size (another kernel than this tree's)."""
+    if sum(n for n, _ in blocks) != len(executed) or not any(executed):
+        return None
+    off, at = 0.0, 0
+    for n, runs in blocks:
+        off += n * abs(runs - executed[at])
+        at += n
+    return off / sum(executed)
+
+
 def counted_instructions(kernel: Mapping[str, Any]) -> int:
     """The warp instructions the emulation counted in one kernel launch: every CTA shape's phases, times the
     CTAs of that shape (a sampled run counts one CTA a shape for all of them)."""
@@ -115,11 +173,13 @@ def counted_instructions(kernel: Mapping[str, Any]) -> int:
 def launch_ratios(
     counted: Sequence[tuple[str, Mapping[str, Any]]],
     launches: Sequence[NcuLaunch],
-    modeled: Callable[[Mapping[str, Any]], float | None] = lambda kernel: None,
+    modeled: Callable[[Mapping[str, Any]], ModeledLaunch | None] = lambda kernel: None,
+    executed: Sequence[tuple[str, tuple[int, ...]]] = (),
 ) -> list[LaunchRatio]:
     """Pair each case's counted launches (its counters document, kernels in launch order) with ncu's, in
     order; a kernel or grid that differs means another kernel or plan ran than this tree's, and is refused.
-    `modeled(kernel)`: the model's SASS count of a launch, or None."""
+    `modeled(kernel)`: the model's SASS count of a launch, or None; `executed`: ncu's source page, launch by
+    launch (ncu_source_counts), where the export has one."""
     ratios = []
     at = 0
     for case, document in counted:
@@ -135,7 +195,13 @@ def launch_ratios(
                     file=RAW_CSV,
                 )
             count = counted_instructions(kernel)
-            ratios.append(LaunchRatio(case, ncu.kernel, ncu.ctas, ncu.instructions, count, modeled(kernel)))
+            model = modeled(kernel)
+            page = executed[at - 1] if len(executed) == len(launches) else None
+            error = None
+            if model is not None and page is not None and page[0] == ncu.kernel:
+                error = block_error(model.blocks, page[1])
+            likely = None if model is None else model.likely
+            ratios.append(LaunchRatio(case, ncu.kernel, ncu.ctas, ncu.instructions, count, likely, error))
     if at != len(launches):
         raise InputError(f"ncu has {len(launches) - at} launches more than the cases make", file=RAW_CSV)
     return ratios
@@ -154,11 +220,14 @@ def by_kernel(ratios: Sequence[LaunchRatio]) -> dict[str, dict[str, float]]:
     return summary
 
 
-def _raw_csv(path: Path) -> str:
+def _pages(path: Path) -> tuple[str, str | None]:
+    """The raw page and, in an export's zip that holds it, the source page."""
     if path.suffix == ".zip":
         with zipfile.ZipFile(path) as archive:
-            return archive.read(RAW_CSV).decode()
-    return path.read_text()
+            names = archive.namelist()
+            source = archive.read(SOURCE_CSV).decode() if SOURCE_CSV in names else None
+            return archive.read(RAW_CSV).decode(), source
+    return path.read_text(), None
 
 
 def _at(document: Any, *keys: str) -> Any:
@@ -178,8 +247,9 @@ def _ncu_step(report: Any) -> Mapping[str, Any]:
     return report["steps"]["ncu"]
 
 
-def measure(report: Mapping[str, Any], csv_text: str) -> dict[str, Any]:
-    """The ratios of a device run's ncu step against this tree's emulation (CPU work: minutes, long cases)."""
+def measure(report: Mapping[str, Any], csv_text: str, source_text: str | None = None) -> dict[str, Any]:
+    """The ratios of a device run's ncu step against this tree's emulation (CPU work: minutes, long cases);
+    `source_text`: its source page, where it has one."""
     ncu = _ncu_step(report)
     ran, tree = ncu.get("kernel_hash"), kernel_sources_hash()
     if ran is not None and ran != tree:
@@ -198,11 +268,15 @@ def measure(report: Mapping[str, Any], csv_text: str) -> dict[str, Any]:
     counted = [(c.id, emulated_counters(c, gpu, sanitize=False)) for c in cases]
     sass = sass_of(gpu.arch)
 
-    def modeled(kernel: Mapping[str, Any]) -> float | None:
+    def modeled(kernel: Mapping[str, Any]) -> ModeledLaunch | None:
         _, issue = with_issue_count(parse_kernel(kernel, kernel["name"]), gpu, sass)
-        return issue.likely if issue.method == "sass" else None
+        if issue.method != "sass" or sass is None:
+            return None
+        sizes = [b.instructions for b in sass[kernel["name"]].blocks]
+        return ModeledLaunch(issue.likely, tuple(zip(sizes, issue.block_runs, strict=True)))
 
-    ratios = launch_ratios(counted, ncu_launches(csv_text, RAW_CSV), modeled)
+    executed = [] if source_text is None else ncu_source_counts(source_text, SOURCE_CSV)
+    ratios = launch_ratios(counted, ncu_launches(csv_text, RAW_CSV), modeled, executed)
     return {
         "gpu": key,
         "kernel_hash": tree,
@@ -222,7 +296,7 @@ def main(argv: list[str]) -> int:
     try:
         report = json.loads(Path(argv[0]).read_text())
         _ncu_step(report)
-        result = measure(report, _raw_csv(Path(argv[1])))
+        result = measure(report, *_pages(Path(argv[1])))
     except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
         print(f"instruction_ratio: cannot read the run: {err}", file=sys.stderr)
         return 2
@@ -233,7 +307,12 @@ def main(argv: list[str]) -> int:
     if not result["kernel_hash_checked"]:
         print("note: the run recorded no kernel hash; the counts are this tree's kernel", file=sys.stderr)
     for r in result["launches"]:
-        print(f"{r['case']}  {r['kernel']:8} {r['ctas']:6} CTAs  {r['ratio']:.2f} SASS a counted primitive")
+        line = f"{r['case']}  {r['kernel']:8} {r['ctas']:6} CTAs  {r['ratio']:.2f} SASS a counted primitive"
+        if r["modeled_error"] is not None:
+            line += f"; modeled {r['modeled_error']:+.1%}"
+        if r["block_error"] is not None:
+            line += f", {r['block_error']:.1%} in other blocks"
+        print(line)
     for kernel, s in result["by_kernel"].items():
         print(f"{kernel}: {s['min']:.2f} .. {s['max']:.2f}, weighted {s['weighted']:.2f}")
     if len(argv) == 3:

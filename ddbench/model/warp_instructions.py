@@ -35,11 +35,15 @@ class IssueCount:
     mismatch: float = 0.0  # anchor executions the SASS flow could not honour
     why: str = ""  # why a ratio counted it where a SASS map was given
     by_line: Mapping[str, float] = dataclasses.field(default_factory=dict)  # the likely figure by source line
+    # the likely warp passes of each SASS block over the launch (checked against ncu's source page)
+    block_runs: tuple[float, ...] = ()
 
     def to_json(self, lines: int = 30) -> dict[str, object]:
         """The counts, and the `lines` source lines that issue the most."""
         top = sorted(self.by_line.items(), key=lambda kv: -kv[1])[:lines]
-        return {**dataclasses.asdict(self), "by_line": dict(top)}
+        document = {**dataclasses.asdict(self), "by_line": dict(top)}
+        del document["block_runs"]
+        return document
 
 
 def _scaled(kernel: KernelCounters, ratios: list[float]) -> KernelCounters:
@@ -104,10 +108,19 @@ def with_issue_count(
         return sum(shape.count * getattr(c, value) for shape, c in zip(kernel.shapes, counts, strict=True))
 
     by_line: dict[str, float] = {}
+    runs = [0.0] * len(blocks.blocks)
     for shape, c in zip(kernel.shapes, counts, strict=True):
         for line, n in c.by_line.items():
             by_line[line] = by_line.get(line, 0.0) + shape.count * n
+        for b, n in enumerate(c.runs):
+            runs[b] += shape.count * n
     issue = IssueCount(
-        "sass", total("likely"), total("least"), total("most"), mismatch=total("mismatch"), by_line=by_line
+        "sass",
+        total("likely"),
+        total("least"),
+        total("most"),
+        mismatch=total("mismatch"),
+        by_line=by_line,
+        block_runs=tuple(runs),
     )
     return _scaled(kernel, ratios), issue
