@@ -94,24 +94,45 @@ class FileCalls:
                     todo.extend(n for line in body for n in self._calls.get(line, ()))
         return out
 
+    def function_of(self, lines: Iterable[tuple[int, int]]) -> str | None:
+        """The function that reaches most of these (line, instructions), the one that reaches least besides
+        among equals: the out-of-line function whose code they are, not a helper it inlined nor its caller."""
+        lines = list(lines)
+        best: tuple[int, int, str] | None = None
+        for name in dict.fromkeys(name for name, _, _ in self.bodies):
+            reach = self.reach(self._body(name))
+            covered = sum(n for line, n in lines if line in reach)
+            if covered and (best is None or (covered, -len(reach)) > best[:2]):
+                best = (covered, -len(reach), name)
+        return None if best is None else best[2]
+
+    def function_sites(self, name: str, kind: str) -> tuple[int, ...]:
+        """The lines a function reaches (its body and its callees') that issue `kind`."""
+        return tuple(sorted(n for n in self.reach(self._body(name)) if self.issues(n, kind)))
+
+    def _body(self, name: str) -> list[int]:
+        return [n for fn, first, last in self.bodies if fn == name for n in range(first, last + 1)]
+
     @cached_property
     def _sites(self) -> dict[tuple[int, str], tuple[int, ...]]:
         return {}
 
     def sites(self, line: int, kind: str) -> tuple[int, ...]:
-        """The lines where a `kind` instruction named at `line` can have been counted: those of its statement
-        that call the primitive; failing those, those of the functions its statement calls; failing those,
-        those its own function reaches; () where none does."""
+        """The lines where a `kind` instruction named at `line` was counted: those of its statement that call
+        the primitive; failing those, those of the functions its statement calls (nvcc kept only the outer
+        frame); () where neither does (nvcc named another statement: see function_sites)."""
         memo = self._sites.get((line, kind))
         if memo is None:
             statement = range(line - STATEMENT_LINES, line + STATEMENT_LINES + 1)
-            body = [range(first, last + 1) for _, first, last in self.bodies if first <= line <= last]
-            for lines in (statement, self.reach(statement), self.reach(n for r in body for n in r)):
+            for lines in (statement, self.reach(statement)):
                 memo = tuple(sorted(n for n in lines if self.issues(n, kind)))
                 if memo:
                     break
             self._sites[(line, kind)] = memo
         return memo
+
+    def function_at(self, line: int) -> str | None:
+        return next((name for name, first, last in self.bodies if first <= line <= last), None)
 
 
 def parse_source(text: str) -> FileCalls:

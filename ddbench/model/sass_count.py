@@ -94,13 +94,45 @@ def _kind(anchor: Anchor, ran: Mapping[str, int], calls: FileCalls | None, line:
     return anchor.kinds[0]
 
 
+_FUNCTIONS: dict[int, tuple[KernelSass, dict[tuple[int, str], str]]] = {}
+
+
+def _out_of_line(kernel: KernelSass) -> dict[tuple[int, str], str]:
+    """(block, file) -> the source function of the out-of-line subroutine the block belongs to (not the
+    compiler's slow paths)."""
+    hit = _FUNCTIONS.get(id(kernel))
+    if hit is not None and hit[0] is kernel:
+        return hit[1]
+    bounds = [*sorted(kernel.subroutines), len(kernel.blocks)]
+    out: dict[tuple[int, str], str] = {}
+    for entry in sorted(set(kernel.subroutines) - set(kernel.slow_paths)):
+        span = range(entry, next(b for b in bounds if b > entry))
+        for file, calls in kernel.source:
+            lines = [
+                (key[1], n)
+                for b in span
+                for site, n in kernel.blocks[b].lines
+                if (key := _site_key(site)) is not None and key[0] == file
+            ]
+            fn = calls.function_of(lines)
+            if fn is not None:
+                out.update({(b, file): fn for b in span})
+    if len(_FUNCTIONS) >= 16:
+        _FUNCTIONS.clear()
+    _FUNCTIONS[id(kernel)] = (kernel, out)
+    return out
+
+
 def anchor_groups(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]]):
     """(unpredicated blocks, predicated blocks, emulated count) per anchored statement and kind; a block once
     per copy in it. A site the CTA never ran counts 0; a site it ran with none of the anchor's kinds is left
-    out. Where the kernel's source is known, an anchor counts with every line its primitive can have been
-    counted at (ddbench/kernel/source_calls.py): nvcc's line table names, out of line, a helper's caller or
-    an earlier statement."""
+    out. Where the kernel's source is known (ddbench/kernel/source_calls.py), an anchor counts with the lines
+    its statement and the functions that statement calls issue its primitive at (nvcc kept only a helper's
+    caller's frame). Where none does (nvcc named another statement), and for every anchor of an out-of-line
+    function (whose line table nvcc keeps least well: the same source names a store at a helper's line in one
+    build, at its own in the next), it counts with every line its function reaches that issues it."""
     source = dict(kernel.source)
+    out_of_line = _out_of_line(kernel) if source else {}
     copies: list[tuple[tuple[str, str, int], int, bool]] = []
     links: list[tuple[tuple[str, str, int], tuple[str, str, int]]] = []
     for b, block in enumerate(kernel.blocks):
@@ -113,9 +145,14 @@ def anchor_groups(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]]):
             kind = _kind(a, sites.get(a.site, {}), calls, line)
             if kind is None:
                 continue
-            copies.append(((file, kind, line), b, a.predicated))
-            if calls is not None:
-                links.extend(((file, kind, line), (file, kind, s)) for s in calls.sites(line, kind))
+            key = (file, kind, line)
+            copies.append((key, b, a.predicated))
+            if calls is None:
+                continue
+            near = calls.sites(line, kind)
+            fn = out_of_line.get((b, file)) or (None if near else calls.function_at(line))
+            far = () if fn is None else calls.function_sites(fn, kind)
+            links.extend((key, (file, kind, s)) for s in (*near, *far))
     counted = {}
     for site, ops in sites.items():
         key = _site_key(site)
