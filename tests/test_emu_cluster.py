@@ -19,6 +19,8 @@ THREADS = 64
 (CLEAN, EARLY_READ, LATE_WRITE, READ_EXITED, SKIPS_BARRIER, UNWRITTEN, BAD_RANK, NO_FINAL_BARRIER, MIXED) = (
     range(9)
 )
+# the last barrier in two halves (cluster_arrive, work, cluster_wait): as it should be, then broken
+SPLIT, SPLIT_LATE_WRITE, SPLIT_LATE_READ, SPLIT_ARRIVE_AGAIN, SPLIT_WAIT_FIRST, SPLIT_SKIPS = range(9, 15)
 
 
 @pytest.fixture(scope="module")
@@ -180,3 +182,63 @@ def test_a_rank_outside_the_cluster_is_a_memory_error(probes):
 def test_a_cluster_that_does_not_fit_the_grid_is_refused(probes, cluster, blocks):
     rc, message, *_ = launch(probes, CLEAN, cluster, blocks)
     assert rc == 1 and "invalid cluster" in message
+
+
+@pytest.mark.parametrize(("cluster", "workers"), [(2, 1), (4, 2)])
+def test_a_barrier_in_two_halves_orders_what_each_cta_did_before_it_arrived(probes, cluster, workers):
+    rc, message, data, out, counters, report = launch(probes, SPLIT, cluster, 8, COUNT | SANITIZE, workers)
+    assert rc == 0, message
+    np.testing.assert_allclose(out, cluster_sums(data, cluster), rtol=1e-6)
+    assert report.clean
+    # the phase that ends at the arrival says so; its wait is the cluster barrier that ends a later phase
+    (kernel,) = counters.kernels
+    arrive, wait = (f"probes.cpp:{site_line(name)}" for name in ("split_arrive", "split_wait"))
+    for shape in kernel.cta_shapes:
+        phases = shape.phases
+        arrived = [i for i, ph in enumerate(phases) if ph.cluster_arrives]
+        waited = [i for i, ph in enumerate(phases) if ph.instructions["sync_cluster"]]
+        assert len(arrived) == 1 and waited[-1] == arrived[0] + 1
+        assert phases[arrived[0]].instructions["sync_block"] == THREADS // 32  # its block barrier
+        assert phases[waited[-1]].instructions["st_global"] == THREADS // 32  # the work between
+        assert shape.sites[arrive] == {"sync_block": THREADS // 32}
+        assert shape.sites[wait] == {"sync_cluster": THREADS // 32}
+
+
+def test_writing_what_others_may_still_read_between_the_halves_is_a_race(probes):
+    rc, message, _, _, _, report = launch(probes, SPLIT_LATE_WRITE, 2, 4, SANITIZE)
+    assert rc == 0, message
+    write = f"probes.cpp:{site_line('split_late_write')}"
+    hazards = {(f.hazard, write in (f.first.site, f.second.site)) for f in findings_of(report, "racecheck")}
+    assert ("read-write", True) in hazards
+
+
+def test_reading_another_cta_between_the_halves_is_a_race_with_its_exit(probes):
+    """The read comes after the reader's arrival: the barrier does not order it before the owner's exit."""
+    rc, message, _, _, _, report = launch(probes, SPLIT_LATE_READ, 2, 4, SANITIZE)
+    assert rc == 0, message
+    read = f"probes.cpp:{site_line('split_late_read')}"
+    races = [f for f in findings_of(report, "racecheck") if f.hazard == "read-exit"]
+    assert races and all(f.first.site == read for f in races)
+
+
+@pytest.mark.parametrize(
+    ("variant", "rc", "reason"),
+    [
+        (
+            SPLIT_ARRIVE_AGAIN,
+            4,
+            "cluster_arrive at probes.cpp:{second_arrive} in block (%): arrived again before",
+        ),
+        (
+            SPLIT_WAIT_FIRST,
+            4,
+            "cluster_wait at probes.cpp:{early_wait} in block (%): waited for a cluster barrier it",
+        ),
+        (SPLIT_SKIPS, 2, "cluster_wait (probes.cpp:{split_wait}): 1 of the cluster's 2 CTAs arrived"),
+    ],
+)
+def test_a_barrier_in_two_halves_used_out_of_order_is_a_named_error(probes, variant, rc, reason):
+    got, message, *_ = launch(probes, variant, 2, 2)
+    names = ("second_arrive", "early_wait", "split_wait")
+    head, _, tail = reason.format(**{n: site_line(n) for n in names}).partition("%")  # % : the block
+    assert got == rc and head in message and tail in message.partition(head)[2], message

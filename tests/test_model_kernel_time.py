@@ -192,6 +192,25 @@ def test_the_slowest_ctas_time_is_told_by_stage_and_the_stages_add_up_to_it():
     assert sum(k.slowest_cta_stages_us.values()) == pytest.approx(k.slowest_cta_us)
 
 
+def test_a_cluster_barrier_in_two_halves_hides_behind_the_work_between_them():
+    """A cluster_arrive ends one phase, its cluster_wait a later one: the barrier's latency runs on behind
+    the phases between and only what they leave uncovered is paid."""
+    tile = phase(mma=2_000)
+    merge = {**phase(wavefronts=200), "cluster_bytes": 1_600}
+    whole, arrived = {**merge, "instructions": {"sync_cluster": 1}}, {**merge, "cluster_arrives": 1}
+    last = phase(wavefronts=50)
+    waited = {**last, "instructions": {"sync_cluster": 1}}
+    small = phase(wavefronts=100)  # with `last`, 150 cycles: less than the barrier
+    arrival = {**phase(global_bytes=128), "instructions": {"atom_global": 1}}  # a round trip: more
+
+    def slowest(*phases) -> float:
+        return launch(kernel(188, [tile, *phases])).kernels[0].slowest_cta_us
+
+    assert slowest(arrived, small, waited) == pytest.approx(slowest(whole, small, last) - 150 / CLOCK_KHZ)
+    barrier = GPU.cluster_barrier_cycles / CLOCK_KHZ
+    assert slowest(arrived, arrival, waited) == pytest.approx(slowest(whole, arrival, last) - barrier)
+
+
 def test_a_latency_bound_ctas_uncovered_round_trips_are_its_memory_waits():
     window = 4096
     slow = kernel(188, [phase(global_bytes=8 * window), phase(mma=10)], in_flight=[window])

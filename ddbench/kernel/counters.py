@@ -31,6 +31,7 @@ INSTRUCTION_KINDS = (
 # went by cp.async: a document written before them reads as 0 where they are missing.
 LATER_FIELDS = (
     "ld_cluster", "sync_cluster", "cluster_bytes", "cluster_barriers", "atom_global", "cp_async_4",
+    "cluster_arrives",
 )  # fmt: skip
 CTA_DETAILS = ("all", "shapes", "sampled")
 
@@ -87,6 +88,7 @@ class PhaseCounters:
     warp_instructions: int
     instructions: Mapping[str, int]  # by INSTRUCTION_KINDS
     cluster_bytes: int = 0  # read from other CTAs' shared memory (ld_cluster)
+    cluster_arrives: int = 0  # 1: the phase ends at a cluster_arrive, whose wait comes in a later phase
 
 
 @dataclass(frozen=True)
@@ -219,6 +221,7 @@ def _phase(r: _Reader, value: object, path: str) -> PhaseCounters:
         warp_instructions=r.count(o, "warp_instructions", path),
         instructions=r.by_kind(o, "instructions", path, INSTRUCTION_KINDS),
         cluster_bytes=r.count(o, "cluster_bytes", path),
+        cluster_arrives=r.count(o, "cluster_arrives", path),
     )
 
 

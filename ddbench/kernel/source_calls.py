@@ -31,6 +31,8 @@ PRIMITIVE_KINDS: Mapping[str, tuple[str, ...]] = {
     "cp_async_4": ("cp_async",),
     "sync_block": ("sync_block",),
     "sync_cluster": ("sync_cluster",),
+    "cluster_arrive": ("sync_block",),  # its block barrier; the arrival itself is no counted kind
+    "cluster_wait": ("sync_cluster",),
     "shfl_xor": ("shfl",),
     "ld_cluster": ("ld_cluster",),
     "ld_global": ("ld_global",),

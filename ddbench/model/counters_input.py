@@ -25,8 +25,10 @@ class Phase:
     shuffles: int
     warp_instructions: int
     cluster_bytes: int = 0  # read from other CTAs' shared memory (0 in documents from before clusters)
-    cluster_barrier: bool = False  # the phase ends at a cluster barrier (sync_cluster)
+    cluster_barrier: bool = False  # the phase ends at a cluster barrier (sync_cluster, or a cluster_wait)
     atomics: int = 0  # global atomics (warp instructions; 0 in documents from before the final merge)
+    # the phase ends at a cluster_arrive: the barrier's latency runs on behind the phases up to its wait
+    cluster_arrive: bool = False
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,9 @@ def _phase(doc: Any, path: str) -> Phase:
     instructions = doc.get("instructions", {})
     syncs = _instruction_count(instructions, "sync_cluster", path)
     atomics = _instruction_count(instructions, "atom_global", path)
-    return Phase(*(_count(doc, f, path) for f in PHASE_FIELDS), cluster_bytes, syncs > 0, atomics)
+    arrives = _count(doc, "cluster_arrives", path) if "cluster_arrives" in doc else 0
+    fields = (_count(doc, f, path) for f in PHASE_FIELDS)
+    return Phase(*fields, cluster_bytes, syncs > 0, atomics, arrives > 0)
 
 
 def _shape_in_flight(shape: Any, path: str) -> float | None:

@@ -136,13 +136,14 @@ class LaunchModel:
         }
 
 
-def _cluster_cycles(phase: Phase, gpu: GpuSpec, sync_in_flight: float) -> tuple[str, float]:
+def _cluster_cycles(phase: Phase, gpu: GpuSpec, sync_in_flight: float, hidden: float) -> tuple[str, float]:
     """What a phase of a cluster's merge adds, never overlapped: its reads of other CTAs' shared memory (over
     the SM's network share, or their round trips: the bytes over what the CTA keeps in flight, plus the round
-    of the LSEs that come first) and the cluster barrier that ends it."""
+    of the LSEs that come first) and the cluster barrier that ends it, less the `hidden` cycles the CTA worked
+    since it arrived there (a cluster_wait)."""
     if not phase.cluster_bytes and not phase.cluster_barrier:
         return "dsmem", 0.0
-    barrier = gpu.cluster_barrier_cycles if phase.cluster_barrier else 0.0
+    barrier = max(0.0, gpu.cluster_barrier_cycles - hidden) if phase.cluster_barrier else 0.0
     if not phase.cluster_bytes:
         return "latency", barrier
     rounds = math.ceil(phase.cluster_bytes / sync_in_flight) + 1
@@ -179,11 +180,8 @@ def _cta_time(
     tensor_phases = [i for i, ph in enumerate(shape.phases) if ph.mma]
     first_mma, last_mma = (tensor_phases[0], tensor_phases[-1]) if tensor_phases else (0, len(shape.phases))
     in_tail = False
+    since_arrive: float | None = None  # the cycles worked since a cluster_arrive whose wait is to come
     for i, phase in enumerate(shape.phases):
-        merge_binding, merge = _cluster_cycles(phase, gpu, sync_in_flight)
-        if merge:
-            cluster_total += merge
-            by_resource[merge_binding] = by_resource.get(merge_binding, 0.0) + merge
         costs = {
             "tensor": phase.mma / gpu.mma_per_clk * sharing,
             "smem": phase.shared_wavefronts / gpu.smem_wavefronts_per_clk * sharing,
@@ -195,6 +193,17 @@ def _cta_time(
             rounds = math.ceil(phase.global_bytes / sync_in_flight) if phase.global_bytes else 0
             if rounds * latency_cycles > costs[binding]:
                 binding, costs[binding] = "latency", rounds * latency_cycles
+        if since_arrive is not None:
+            since_arrive += costs[binding]
+        merge_binding, merge = _cluster_cycles(phase, gpu, sync_in_flight, since_arrive or 0.0)
+        if phase.cluster_barrier:
+            since_arrive = None
+        if phase.cluster_arrive:
+            since_arrive = 0.0
+        if merge:
+            cluster_total += merge
+            by_resource[merge_binding] = by_resource.get(merge_binding, 0.0) + merge
+        if in_tail:
             tail_total += costs[binding]
             tail_by[binding] = tail_by.get(binding, 0.0) + costs[binding]
             continue

@@ -49,6 +49,7 @@ inline int shared_kind_of(bool store, unsigned width) {
 struct Phase {
   std::uint64_t mma = 0, shared_wavefronts = 0, global_bytes = 0, global_store_bytes = 0, shuffles = 0;
   std::uint64_t cluster_bytes = 0;  // read from other CTAs' shared memory (ld_cluster)
+  std::uint64_t cluster_arrives = 0;  // 1: the phase ends at a cluster_arrive (its wait comes later)
   std::uint64_t ops[kOps] = {};
 
   std::uint64_t warp_instructions() const {
@@ -102,6 +103,7 @@ inline std::string phase_json(const Phase& p) {
   json_u(s, "global_store_bytes", p.global_store_bytes);
   json_u(s, "shuffles", p.shuffles);
   json_u(s, "cluster_bytes", p.cluster_bytes);
+  json_u(s, "cluster_arrives", p.cluster_arrives);
   json_u(s, "warp_instructions", p.warp_instructions());
   s += ", \"instructions\": {";
   for (int k = 0; k < kOps; ++k) json_u(s, op_key(k), p.ops[k], k > 0);

@@ -509,8 +509,8 @@ struct ClusterProbe {
 };
 
 // Each CTA stages its slice of `in` in shared memory; each thread then sums word t of every CTA of its
-// cluster through ld_cluster (variant 0). Variant 8 reads one rank a lane in one instruction; the other
-// variants break one rule each.
+// cluster through ld_cluster (variant 0). Variant 8 reads one rank a lane in one instruction; variant 9 ends
+// with the barrier in two halves (cluster_arrive, work, cluster_wait); the other variants break one rule each.
 DDK_GLOBAL void cluster_probe_kernel(ClusterProbe p) {
   float* s = reinterpret_cast<float*>(dynamic_smem());
   const unsigned t = thread_idx_x(), rank = cluster_ctarank(), size = cluster_nctarank();
@@ -522,6 +522,7 @@ DDK_GLOBAL void cluster_probe_kernel(ClusterProbe p) {
     return;
   }
   if (p.variant == 4 && rank == 1) return;  // never arrives: the others wait at the barrier forever
+  if (p.variant == 13) cluster_wait();  // SITE:early_wait: waits for a barrier it never arrived at
   sync_cluster();  // SITE:cluster_barrier
   if (p.variant == 8) {  // one warp instruction over every rank, the CTA's own included: lane t reads rank t % size
     st_global(p.out + at, ld_cluster(s + t, t % size));
@@ -537,6 +538,19 @@ DDK_GLOBAL void cluster_probe_kernel(ClusterProbe p) {
   if (p.variant == 5) sum += ld_cluster(s + block_dim_x() + t, (rank + 1) % size);  // SITE:cluster_uninit
   if (p.variant == 6) sum += ld_cluster(s + t, size);  // SITE:cluster_bad_rank
   st_global(p.out + at, sum);
+  if (p.variant >= 9) {  // the last barrier in two halves
+    if (p.variant == 14 && rank == 1) {  // never arrives: the others wait for its arrival forever
+      sync_cluster();
+      return;
+    }
+    cluster_arrive();  // SITE:split_arrive
+    if (p.variant == 12) cluster_arrive();  // SITE:second_arrive
+    st_global(p.out + at, sum);  // work the barrier's latency hides
+    if (p.variant == 10) st_shared(s + t, 0.f);  // SITE:split_late_write: others may still be reading it
+    if (p.variant == 11) st_global(p.out + at, sum + ld_cluster(s + t, (rank + 1) % size));  // SITE:split_late_read
+    cluster_wait();  // SITE:split_wait
+    return;
+  }
   if (p.variant == 2) st_shared(s + t, 0.f);  // SITE:cluster_late_write: others may still be reading it
   if (p.variant == 3 && rank == 1) return;  // exits while rank 0 still reads its shared memory
   if (p.variant == 3 && rank == 0) st_global(p.out + at, sum + ld_cluster(s + t, 1));  // SITE:cluster_gone

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -327,6 +328,11 @@ struct Cluster {
   unsigned arrived = 0;
   Site site{};
   std::vector<Fiber*> waiting;
+  // cluster_arrive / cluster_wait: the CTAs arrived at the barrier now filling, the barriers completed, and
+  // the CTAs whose threads wait for the one filling
+  std::size_t split_arrived = 0;
+  std::uint64_t split_done = 0;
+  std::vector<Worker*> split_waiting;
 };
 
 struct Worker {
@@ -344,6 +350,9 @@ struct Worker {
   Site bar_site{};
   std::vector<Fiber*> bar_waiting;
   unsigned done = 0;
+  bool cluster_arrived = false;  // at a cluster barrier it has not waited for yet
+  std::uint64_t cluster_gen = 0;  // that barrier: the cluster's split_done when it arrived
+  Site cluster_wait_site{};
 
   char* smem_alloc = nullptr;
   std::size_t smem_alloc_bytes = 0;
@@ -402,6 +411,8 @@ const char* coll_name(Coll k) {
     case Coll::LdmX2Trans: return "ldmatrix_x2_trans";
     case Coll::SyncBlock: return "sync_block";
     case Coll::SyncCluster: return "sync_cluster";
+    case Coll::ClusterArrive: return "cluster_arrive";
+    case Coll::ClusterWait: return "cluster_wait";
     default: return "?";
   }
 }
@@ -509,8 +520,10 @@ struct Trace {
   std::unordered_map<std::pair<const char*, std::uint64_t>, std::uint16_t, SiteKeyHash> site_ids;
   std::vector<WarpTrace> warps;
   std::uint32_t epoch = 0;  // barriers the current block has passed
-  std::uint32_t cluster_epoch = 0;  // cluster barriers it has passed
-  std::uint32_t cluster_floor1 = 0;  // epoch + 1 of its first access after the last cluster barrier
+  std::uint32_t cluster_epoch = 0;  // cluster barriers it has waited for (acquired)
+  std::uint32_t cluster_arrivals = 0;  // cluster barriers it has arrived at (released its accesses to)
+  // by cluster barrier k (1-based): epoch + 1 of the CTA's first access after its arrival there ([0] = 0)
+  std::vector<std::uint32_t> arrive_floor1{0};
   CtaRecord cta;
   std::vector<CtaRecord> done;
   std::unordered_set<std::uint64_t> cta_sectors, launch_sectors;
@@ -778,7 +791,7 @@ void shadow_access(Worker& w, const AccessNow& now, std::size_t offset, unsigned
         race_finding(w, "read-write", other, now, b, what);
         raced_r = true;
       }
-      if (!raced_r && sb.remote.epoch1 == t.cluster_epoch + 1) {  // no sync_cluster since that read
+      if (!raced_r && sb.remote.epoch1 > t.cluster_epoch) {  // the read's release not acquired here
         remote_race_finding(w, "read-write", sb.remote, sb.remote_rank, now.at, w.cluster_rank, b, what);
         raced_r = true;
       }
@@ -878,7 +891,8 @@ void trace_block_start(Worker& w) {
   Trace& t = *w.trace;
   t.epoch = 0;
   t.cluster_epoch = 0;
-  t.cluster_floor1 = 0;
+  t.cluster_arrivals = 0;
+  t.arrive_floor1.assign(1, 0);
   if (t.warps.size() < w.nthreads / 32) t.warps.resize(w.nthreads / 32);
   for (WarpTrace& wt : t.warps) {
     wt.pending.clear();
@@ -969,7 +983,8 @@ void trace_barrier(Worker& w, const Site& site, bool cluster = false) {
   ++t.epoch;
   if (cluster) {
     ++t.cluster_epoch;
-    t.cluster_floor1 = t.epoch + 1;
+    ++t.cluster_arrivals;
+    t.arrive_floor1.push_back(t.epoch + 1);
   }
 }
 
@@ -1226,6 +1241,8 @@ std::string deadlock_report(Worker& w) {
   }
   const bool any_barrier = w.bar_arrived > 0;
   const bool any_cluster = w.cluster != nullptr && w.cluster->arrived > 0;
+  const bool any_split = w.cluster != nullptr && std::find(w.cluster->split_waiting.begin(),
+                                                           w.cluster->split_waiting.end(), &w) != w.cluster->split_waiting.end();
   struct Line {
     unsigned warp;
     std::string text;
@@ -1289,7 +1306,12 @@ std::string deadlock_report(Worker& w) {
     head += fmt("sync_cluster (%s) reached by %u of %zu threads of the cluster", site_str(w.cluster->site).c_str(),
                 w.cluster->arrived, w.nthreads * w.cluster->blocks.size());
   }
-  if (!any_warp_wait && !any_barrier && !any_cluster)
+  if (any_split) {
+    if (any_warp_wait || any_barrier || any_cluster) head += "; ";
+    head += fmt("cluster_wait (%s): %zu of the cluster's %zu CTAs arrived at its barrier", site_str(w.cluster_wait_site).c_str(),
+                w.cluster->split_arrived, w.cluster->blocks.size());
+  }
+  if (!any_warp_wait && !any_barrier && !any_cluster && !any_split)
     head += "threads blocked at a sync_block call site that others did not reach";
   return head + body;
 }
@@ -1380,7 +1402,7 @@ void check_exit_after_remote_reads(Worker& w) {
   Trace& t = *w.trace;
   for (std::size_t b = 0; b < w.smem_bytes; ++b) {
     const ShadowByte& sb = t.shadow.bytes[b];
-    if (sb.remote.epoch1 != t.cluster_epoch + 1) continue;
+    if (sb.remote.epoch1 <= t.cluster_epoch) continue;  // released by a barrier the CTA waited for
     const std::string where = site_of(t, sb.remote.site);
     std::string msg = fmt(
         "racecheck: read-exit hazard on shared memory offset %zu of cluster rank %u (%s): read by rank %u warp %u "
@@ -1778,21 +1800,101 @@ void sync_cluster(const Site& site) {
 
 namespace {
 
+// A CTA passes its cluster_wait: the phase ends (a cluster barrier, not a block barrier: what its threads
+// did between their arrival and the wait is not ordered by it) and the others' released accesses are acquired.
+void pass_cluster_wait(Worker& w) {
+  w.cluster_arrived = false;
+  if (w.trace != nullptr) {
+    Trace& t = *w.trace;
+    flush_all(w);
+    if (t.count) {
+      t.cta.count(Op::SyncCluster, intern_site(t, w.cluster_wait_site), w.nthreads / 32);
+      ++t.cta.cluster_barriers;
+      t.cta.phases.emplace_back();
+    }
+    ++t.cluster_epoch;
+  }
+  release(w.bar_waiting);
+}
+
+void cluster_misuse(Fiber* f, const Site& site, const char* what) {
+  Worker& w = *f->worker;
+  fail(w, kKernelException, fmt("%s at %s in %s: %s", coll_name(f->wait_kind), site_str(site).c_str(),
+                                block_str(w).c_str(), what));
+  abort_to_main(f);
+}
+
+}  // namespace
+
+void cluster_arrive(const Site& site) {
+  Fiber* f = current_fiber("cluster_arrive");
+  Worker& w = *f->worker;
+  if (!arrive(f, w.bar_arrived, w.bar_site, w.nthreads, w.bar_waiting, Coll::ClusterArrive, site)) return;
+  f->wait_kind = Coll::ClusterArrive;
+  if (w.cluster_arrived) cluster_misuse(f, site, "arrived again before waiting for the cluster barrier");
+  if (w.trace != nullptr) {  // a block barrier, whose phase ends at the arrival
+    Trace& t = *w.trace;
+    trace_barrier(w, site);
+    if (t.count) t.cta.phases[t.cta.phases.size() - 2].cluster_arrives = 1;
+    ++t.cluster_arrivals;
+    t.arrive_floor1.push_back(t.epoch + 1);
+  }
+  Cluster& cl = *w.cluster;
+  w.cluster_arrived = true;
+  w.cluster_gen = cl.split_done;
+  if (++cl.split_arrived == cl.blocks.size()) {  // the barrier completes: the CTAs waiting for it go on
+    cl.split_arrived = 0;
+    ++cl.split_done;
+    std::vector<Worker*> waiting;
+    waiting.swap(cl.split_waiting);
+    for (Worker* b : waiting) pass_cluster_wait(*b);
+  }
+  f->wait_kind = Coll::None;
+  release(w.bar_waiting);
+}
+
+void cluster_wait(const Site& site) {
+  Fiber* f = current_fiber("cluster_wait");
+  Worker& w = *f->worker;
+  if (!arrive(f, w.bar_arrived, w.bar_site, w.nthreads, w.bar_waiting, Coll::ClusterWait, site)) return;
+  f->wait_kind = Coll::ClusterWait;
+  if (!w.cluster_arrived) cluster_misuse(f, site, "waited for a cluster barrier it did not arrive at");
+  w.cluster_wait_site = site;
+  Cluster& cl = *w.cluster;
+  if (cl.split_done > w.cluster_gen) {
+    f->wait_kind = Coll::None;
+    pass_cluster_wait(w);
+    return;
+  }
+  // the last thread waits with the others until another CTA's arrival completes the barrier
+  f->state = FState::WaitBarrier;
+  f->wait_site = site;
+  w.bar_waiting.push_back(f);
+  cl.split_waiting.push_back(&w);
+  switch_to_next(f);
+}
+
+namespace {
+
 // racecheck and initcheck of another CTA's read of [offset, offset + n) of `target`'s shared memory.
 void check_remote_read(Worker& target, const Worker& reader, const Fiber& f, const Site& site, std::size_t offset,
                        unsigned n) {
   Trace& t = *target.trace;
   ++t.shared_checked;
+  // The read is released at the reader's next arrival (epoch1: that barrier's number); it sees the target's
+  // writes released by the barriers the reader has waited for.
+  const Trace& rt = *reader.trace;
   ShadowAccess now;
-  now.epoch1 = t.cluster_epoch + 1;
+  now.epoch1 = rt.cluster_arrivals + 1;
   now.tid = static_cast<std::uint16_t>(f.view.tid);
   now.site = intern_site(t, site);
+  const std::uint32_t floor1 = t.arrive_floor1[std::min<std::size_t>(rt.cluster_epoch, t.arrive_floor1.size() - 1)];
   bool raced = false, uninit = false;
   for (std::size_t b = offset; b < offset + n; ++b) {
     ShadowByte& sb = t.shadow.bytes[b];
     if (sb.write.epoch1 == 0) {
       uninit = true;
-    } else if (!raced && sb.write.epoch1 >= t.cluster_floor1) {  // written since the last sync_cluster
+    } else if (!raced && sb.write.epoch1 >= floor1) {  // written after the arrival the reader acquired
       remote_race_finding(target, "write-read", sb.write, target.cluster_rank, now, reader.cluster_rank, b,
                           "ld_cluster");
       raced = true;

@@ -145,6 +145,8 @@ enum class Coll : std::uint8_t {
   LdmX2Trans,
   SyncBlock,
   SyncCluster,
+  ClusterArrive,
+  ClusterWait,
 };
 
 // What one lane hands to a warp collective: pointers into its own (suspended) stack.
@@ -176,6 +178,11 @@ inline bool traced_now() {
 
 void sync_block(const Site& site);
 void sync_cluster(const Site& site);
+// sync_cluster in two halves: a block barrier, then the CTA's arrival (its threads' shared-memory accesses
+// before it released to the cluster); and the wait for every CTA's arrival (the others' released accesses
+// acquired). A CTA arrives once before each wait.
+void cluster_arrive(const Site& site);
+void cluster_wait(const Site& site);
 // The address of `bytes` at p's offset in the shared memory of CTA `rank` of the caller's cluster, after
 // memcheck (rank, range, alignment, a CTA that has exited) and, in traced launches, racecheck and counting.
 const void* cluster_map(const void* p, unsigned rank, unsigned bytes, const Site& site);

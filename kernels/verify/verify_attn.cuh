@@ -880,8 +880,10 @@ DDK_DEVICE float gather_listed_parts(const VerifyParams& p, const int* listed, i
 // (arrive_for_cluster). The arrival that completes a lane's count resets the counter and merges that lane's
 // rows into the output, reading every part in CTA order: the same bits whichever CTA arrives last. Fenced on
 // both sides (see ddk::atomic_add_global). Out of line, arguments by value (see merge_cluster_parts).
-DDK_DEVICE_NOINLINE void arrive_at_row_tile(const VerifyParams p, char* smem, PartTail* tail, const PartRecord r,
-                                            int lane, int count) {
+// `cluster_arrived`: the CTA has arrived at a cluster barrier and not waited: the others may still read its
+// staged part, where the merge lists its parts; the winner waits first (and says so).
+DDK_DEVICE_NOINLINE bool arrive_at_row_tile(const VerifyParams p, char* smem, PartTail* tail, const PartRecord r,
+                                            int lane, int count, bool cluster_arrived) {
   const int64_t units = ddk::ld_shared(&tail->units);
   const PartPlace at = r.place;
   const int64_t first = cta_of_unit(at.tile_base, units, p.num_ctas);
@@ -901,7 +903,8 @@ DDK_DEVICE_NOINLINE void arrive_at_row_tile(const VerifyParams p, char* smem, Pa
     ddk::st_shared(&tail->won, won ? 1 : 0);
   }
   ddk::sync_block();
-  if (ddk::ld_shared(&tail->won) == 0) return;  // uniform over the CTA
+  if (ddk::ld_shared(&tail->won) == 0) return false;  // uniform over the CTA
+  if (cluster_arrived) ddk::cluster_wait();
   int* listed = reinterpret_cast<int*>(smem);
   const int ctas = static_cast<int>(last - first + 1), threads = kGroupThreads * p.row_groups;
   const int block_m = kGroupRows * p.row_groups;
@@ -922,20 +925,24 @@ DDK_DEVICE_NOINLINE void arrive_at_row_tile(const VerifyParams p, char* smem, Pa
     const int64_t row = static_cast<int64_t>(r.rows.q_base) * p.heads + at.row_tile * block_m + m;
     write_merged_row(p, row, position, acc, weight_sum, base, t % kCombineHalf == 0);
   }
+  return cluster_arrived;
 }
 
 // The CTA's end under the final merge: its arrival at the row tile of each part it wrote (rank `lane` of a
 // merging cluster, or lane 0 without clusters), after a barrier that orders every thread's part stores
 // before it.
-DDK_DEVICE void arrive_at_parts(const VerifyParams& p, char* smem, PartTail* tail, int lane) {
+DDK_DEVICE bool arrive_at_parts(const VerifyParams& p, char* smem, PartTail* tail, int lane, bool cluster_arrived) {
   ddk::sync_block();
   const int parts = ddk::ld_shared(&tail->parts);
+  bool waited = false;
   for (int k = 0; k < 2; ++k) {
     if (((parts >> k) & 1) == 0) continue;  // uniform over the CTA
-    arrive_at_row_tile(p, smem, tail, PartRecord{ddk::ld_shared(tail->places + k), ddk::ld_shared(tail->rows + k)},
-                       lane, 1);
+    waited |= arrive_at_row_tile(p, smem, tail,
+                                 PartRecord{ddk::ld_shared(tail->places + k), ddk::ld_shared(tail->rows + k)}, lane,
+                                 1, cluster_arrived && !waited);
     ddk::sync_block();  // the list and the win are rewritten by the next part's arrival
   }
+  return waited;
 }
 
 // The row tiles a straddling cluster's parts fall in, in CTA order, with how many parts each: built by every
@@ -983,7 +990,7 @@ DDK_DEVICE_NOINLINE void arrive_for_cluster(const VerifyParams p, char* smem, Pa
   const int n = ddk::ld_shared(listed_row_tiles), rank = static_cast<int>(ddk::cluster_ctarank());
   for (int i = 0; i < n; ++i) {
     arrive_at_row_tile(p, smem, tail, PartRecord{ddk::ld_shared(&list[i].place), ddk::ld_shared(&list[i].rows)},
-                       rank, ddk::ld_shared(&list[i].parts));
+                       rank, ddk::ld_shared(&list[i].parts), false);
     ddk::sync_block();  // the merge's list of parts and the win are rewritten by the next arrival
   }
 }
@@ -1057,7 +1064,7 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
     int unit = at.unit, request = at.request;  // a request's units fit 32 bits: 32-bit divisions below
     if (request_base + unit >= whole_range.end) {  // (a merging cluster's CTAs return after their merge)
       if (p.arrivals != nullptr && p.cluster > 1) arrive_for_cluster(p, smem, tail);
-      else if (p.arrivals != nullptr) arrive_at_parts(p, smem, tail, 0);
+      else if (p.arrivals != nullptr) arrive_at_parts(p, smem, tail, 0, false);
       return;
     }
     Request g = request_of(p, ddk::ld_shared(extent + k));
@@ -1094,9 +1101,14 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
       ddk::sync_cluster();  // every CTA's part is staged
       merge_cluster_parts(p, smem, request_of(p, ddk::ld_shared(extent + (k ^ 1))), ddk::ld_shared(slot_words + 3),
                           merge == kMergeWhole);
-      ddk::sync_cluster();  // no CTA leaves while another still reads its part
-      if (merge == kMergePart && p.arrivals != nullptr)
-        arrive_at_parts(p, smem, tail, static_cast<int>(ddk::cluster_ctarank()));  // the rows of its rank
+      // Done reading the others' parts. No CTA may leave, nor reuse its staged part, while another still reads
+      // it: each waits for every arrival, but only where it must (its final merge, or its end), so that the
+      // barrier's latency hides behind its arrival at the final merge.
+      ddk::cluster_arrive();
+      bool waited = false;
+      if (merge == kMergePart && p.arrivals != nullptr)  // the rows of its rank
+        waited = arrive_at_parts(p, smem, tail, static_cast<int>(ddk::cluster_ctarank()), true);
+      if (!waited) ddk::cluster_wait();
       return;
     }
   }

@@ -231,6 +231,15 @@ DDK_DEVICE unsigned cluster_nctarank() { return emu::detail::view("cluster_nctar
 // wrote to its shared memory before it is visible to the others' ld_cluster after it.
 DDK_DEVICE void sync_cluster(Site site = Site::current()) { emu::detail::sync_cluster(site); }
 
+// sync_cluster in two halves, with work between that the barrier's latency hides. cluster_arrive: a block
+// barrier, then the CTA's arrival (barrier.cluster.arrive.release): what its threads wrote to its shared
+// memory, and read of the others', before it is released to the cluster. cluster_wait
+// (barrier.cluster.wait.acquire): every CTA of the cluster has arrived; what they released is visible. A
+// CTA's accesses between its two halves are ordered by neither: it must not write what the others may still
+// read, nor read the others' memory, until it has waited. Arrive once before each wait, every thread.
+DDK_DEVICE void cluster_arrive(Site site = Site::current()) { emu::detail::cluster_arrive(site); }
+DDK_DEVICE void cluster_wait(Site site = Site::current()) { emu::detail::cluster_wait(site); }
+
 // The T at p's offset in the shared memory of CTA `rank` of this cluster (mapa + ld.shared::cluster); p
 // points into the caller's own dynamic shared memory, T is 4, 8 or 16 bytes and p aligned to it.
 template <class T>
@@ -426,6 +435,17 @@ DDK_DEVICE void sync_cluster() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 #else
   __syncthreads();
+#endif
+}
+DDK_DEVICE void cluster_arrive() {
+  __syncthreads();
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+#endif
+}
+DDK_DEVICE void cluster_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 #endif
 }
 
