@@ -129,10 +129,14 @@ def test_a_read_before_the_cluster_barrier_is_a_race(probes):
     assert all("with no sync_cluster between" in f.message for f in races)
 
 
-def test_a_write_while_other_ctas_may_still_read_is_a_race(probes):
-    rc, message, _, _, _, report = launch(probes, LATE_WRITE, 2, 4, SANITIZE)
+@pytest.mark.parametrize(
+    ("variant", "site"),
+    [(LATE_WRITE, "cluster_late_write"), (SPLIT_LATE_WRITE, "split_late_write")],  # after a whole barrier, or
+)  # between the two halves of one
+def test_a_write_while_other_ctas_may_still_read_is_a_race(probes, variant, site):
+    rc, message, _, _, _, report = launch(probes, variant, 2, 4, SANITIZE)
     assert rc == 0, message
-    write = f"probes.cpp:{site_line('cluster_late_write')}"
+    write = f"probes.cpp:{site_line(site)}"
     hazards = {(f.hazard, write in (f.first.site, f.second.site)) for f in findings_of(report, "racecheck")}
     assert ("read-write", True) in hazards
 
@@ -202,14 +206,6 @@ def test_a_barrier_in_two_halves_orders_what_each_cta_did_before_it_arrived(prob
         assert phases[waited[-1]].instructions["st_global"] == THREADS // 32  # the work between
         assert shape.sites[arrive] == {"sync_block": THREADS // 32}
         assert shape.sites[wait] == {"sync_cluster": THREADS // 32}
-
-
-def test_writing_what_others_may_still_read_between_the_halves_is_a_race(probes):
-    rc, message, _, _, _, report = launch(probes, SPLIT_LATE_WRITE, 2, 4, SANITIZE)
-    assert rc == 0, message
-    write = f"probes.cpp:{site_line('split_late_write')}"
-    hazards = {(f.hazard, write in (f.first.site, f.second.site)) for f in findings_of(report, "racecheck")}
-    assert ("read-write", True) in hazards
 
 
 def test_reading_another_cta_between_the_halves_is_a_race_with_its_exit(probes):

@@ -5,9 +5,10 @@ when nvcc's line table names the wrong line.
 nvdisasm names an instruction's line from the inlined chain ptxas kept. Out of line (the merges), ptxas
 sometimes keeps only the outermost frame: a shuffle inlined from `warp_max` is named at the line that calls
 `warp_max`, where the emulation (which records the line of each ddk:: call) counted none. Or it names an
-earlier statement for a load it hoisted. Held to the count of a line that issues no such primitive (0), such
-an anchor bends the solve's flow. The source says where it can come from: the lines of the functions its
-line calls, or else its own function's. Pure: parses text.
+earlier statement for a load it hoisted, or, after an unrelated change, a helper's line for a store. Held to
+the count of a line that issues no such primitive (0), such an anchor bends the solve's flow. The source says
+where it can come from: the lines of the functions its line calls, or else any line its function reaches.
+Pure: parses text.
 """
 
 from __future__ import annotations
@@ -110,14 +111,18 @@ class FileCalls:
 
     def function_sites(self, name: str, kind: str) -> tuple[int, ...]:
         """The lines a function reaches (its body and its callees') that issue `kind`."""
-        return tuple(sorted(n for n in self.reach(self._body(name)) if self.issues(n, kind)))
+        memo = self._sites.get((name, kind))
+        if memo is None:
+            memo = tuple(sorted(n for n in self.reach(self._body(name)) if self.issues(n, kind)))
+            self._sites[(name, kind)] = memo
+        return memo
 
     def _body(self, name: str) -> list[int]:
         return [n for fn, first, last in self.bodies if fn == name for n in range(first, last + 1)]
 
     @cached_property
-    def _sites(self) -> dict[tuple[int, str], tuple[int, ...]]:
-        return {}
+    def _sites(self) -> dict[tuple[int | str, str], tuple[int, ...]]:
+        return {}  # by (line or function, kind)
 
     def sites(self, line: int, kind: str) -> tuple[int, ...]:
         """The lines where a `kind` instruction named at `line` was counted: those of its statement that call

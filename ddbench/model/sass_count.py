@@ -85,8 +85,8 @@ def _statements(
 
 def _kind(anchor: Anchor, ran: Mapping[str, int], calls: FileCalls | None, line: int) -> str | None:
     """The counted kind an anchor is one instruction of: the first its site ran; where its site ran none, the
-    first its source can issue (the first of its kinds without a source); None where its site ran only
-    others (the SASS and the emulation disagree on what it is)."""
+    first its statement can issue (else the first of its kinds); None where its site ran only others (the
+    SASS and the emulation disagree on what it is)."""
     if ran:
         return next((k for k in anchor.kinds if k in ran), None)
     if calls is not None:
