@@ -1241,8 +1241,8 @@ std::string deadlock_report(Worker& w) {
   }
   const bool any_barrier = w.bar_arrived > 0;
   const bool any_cluster = w.cluster != nullptr && w.cluster->arrived > 0;
-  const bool any_split = w.cluster != nullptr && std::find(w.cluster->split_waiting.begin(),
-                                                           w.cluster->split_waiting.end(), &w) != w.cluster->split_waiting.end();
+  const bool any_split = w.cluster != nullptr && std::count(w.cluster->split_waiting.begin(),
+                                                            w.cluster->split_waiting.end(), &w) > 0;
   struct Line {
     unsigned warp;
     std::string text;
@@ -1308,8 +1308,8 @@ std::string deadlock_report(Worker& w) {
   }
   if (any_split) {
     if (any_warp_wait || any_barrier || any_cluster) head += "; ";
-    head += fmt("cluster_wait (%s): %zu of the cluster's %zu CTAs arrived at its barrier", site_str(w.cluster_wait_site).c_str(),
-                w.cluster->split_arrived, w.cluster->blocks.size());
+    head += fmt("cluster_wait (%s): %zu of the cluster's %zu CTAs arrived at its barrier",
+                site_str(w.cluster_wait_site).c_str(), w.cluster->split_arrived, w.cluster->blocks.size());
   }
   if (!any_warp_wait && !any_barrier && !any_cluster && !any_split)
     head += "threads blocked at a sync_block call site that others did not reach";
