@@ -18,6 +18,7 @@ from ddbench.device.instruction_ratio import (
     main,
     ncu_launches,
     ncu_source_counts,
+    source_pages,
 )
 from ddbench.errors import InputError
 
@@ -116,12 +117,43 @@ def source_page(*launches: tuple[str, list[int]]) -> str:
 
 def test_the_source_page_gives_each_launchs_executed_instructions_once():
     text = source_page(("verify_attention_kernel", [8, 8, 8, 2]), ("combine_parts_kernel", [4, 1_000]))
-    assert ncu_source_counts(text, "ncu-source.csv") == [
-        ("verify", (8, 8, 8, 2)),
-        ("combine", (4, 1_000)),
-    ]
-    with pytest.raises(InputError, match=r"ncu-source\.csv: row 2: no column 'Instructions Executed'"):
-        ncu_source_counts(text.replace("Instructions Executed", "x"), "ncu-source.csv")
+    pages = ncu_source_counts(text, "ncu-source.csv")
+    assert pages == [("verify", (8, 8, 8, 2))] * 2 + [("combine", (4, 1_000))] * 2  # ncu prints each twice
+    launches = [NcuLaunch("verify", 1, 26), NcuLaunch("combine", 1, 1_004)]
+    assert source_pages(pages, launches, "ncu-source.csv") == [(8, 8, 8, 2), (4, 1_000)]
+    # two identical launches in a row stay two
+    assert source_pages(pages[:2], [NcuLaunch("verify", 1, 26)] * 2, "s") == [(8, 8, 8, 2)] * 2
+
+
+@pytest.mark.parametrize(
+    ("edit", "reason"),
+    [
+        (
+            lambda t: t.replace("Instructions Executed", "x"),
+            r"ncu-source\.csv: row 2: no column 'Instructions",
+        ),
+        (
+            lambda t: t.replace('"1,000"', '"1e999"', 1),
+            "an executed count that is not a whole number: '1e999'",
+        ),
+        (lambda t: t.replace('"1,000"', '"-3"', 1), "not a whole number: '-3'"),
+        (lambda t: t.replace('NOP","0","8"', 'NOP"', 1), "row 3: a row cut short"),
+    ],
+)
+def test_a_damaged_source_page_names_the_file_and_row(edit, reason):
+    text = source_page(("verify_attention_kernel", [8, 8, 8, 2]), ("combine_parts_kernel", [4, 1_000]))
+    with pytest.raises(InputError, match=reason):
+        ncu_source_counts(edit(text), "ncu-source.csv")
+
+
+def test_pages_that_are_not_the_raw_pages_launches_are_refused():
+    pages = [("verify", (8, 8, 8, 2)), ("verify", (8, 8, 8, 2))]
+    with pytest.raises(
+        InputError, match="page 1 is verify with 26 instructions, the raw page's launch 1 verify"
+    ):
+        source_pages(pages, [NcuLaunch("verify", 1, 27)], "ncu-source.csv")
+    with pytest.raises(InputError, match="3 pages for the raw page's 2 launches"):
+        source_pages([*pages, pages[0]], [NcuLaunch("verify", 1, 26)] * 2, "ncu-source.csv")
 
 
 def test_the_block_error_counts_instructions_put_in_the_wrong_blocks():
@@ -134,9 +166,7 @@ def test_the_block_error_counts_instructions_put_in_the_wrong_blocks():
 def test_each_launch_is_checked_block_by_block_where_the_source_page_has_it():
     a = counters(("verify", 1, [(1, [10])]))
     model = ModeledLaunch(26.0, ((3, 6.0), (1, 4.0)))
-    (ratio,) = launch_ratios(
-        [("a", a)], [NcuLaunch("verify", 1, 26)], lambda kernel: model, [("verify", (8, 8, 8, 2))]
-    )
+    (ratio,) = launch_ratios([("a", a)], [NcuLaunch("verify", 1, 26)], lambda kernel: model, [(8, 8, 8, 2)])
     assert ratio.to_json()["block_error"] == round(8 / 26, 4) and ratio.to_json()["modeled_error"] == 0
     (ratio,) = launch_ratios([("a", a)], [NcuLaunch("verify", 1, 26)], lambda kernel: model)
     assert ratio.block_error is None

@@ -20,7 +20,8 @@ THREADS = 64
     range(9)
 )
 # the last barrier in two halves (cluster_arrive, work, cluster_wait): as it should be, then broken
-SPLIT, SPLIT_LATE_WRITE, SPLIT_LATE_READ, SPLIT_ARRIVE_AGAIN, SPLIT_WAIT_FIRST, SPLIT_SKIPS = range(9, 15)
+(SPLIT, SPLIT_LATE_WRITE, SPLIT_LATE_READ, SPLIT_ARRIVE_AGAIN, SPLIT_WAIT_FIRST, SPLIT_SKIPS, SPLIT_NO_WAIT,
+ SPLIT_WHOLE_BETWEEN) = range(9, 17)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -208,9 +209,12 @@ def test_a_barrier_in_two_halves_orders_what_each_cta_did_before_it_arrived(prob
         assert shape.sites[wait] == {"sync_cluster": THREADS // 32}
 
 
-def test_reading_another_cta_between_the_halves_is_a_race_with_its_exit(probes):
-    """The read comes after the reader's arrival: the barrier does not order it before the owner's exit."""
-    rc, message, _, _, _, report = launch(probes, SPLIT_LATE_READ, 2, 4, SANITIZE)
+@pytest.mark.parametrize("cluster", [2, 3])
+def test_reading_another_cta_between_the_halves_is_a_race_with_its_exit(probes, cluster):
+    """The read comes after the reader's arrival: the barrier does not order it before the owner's exit. In
+    a cluster of 3 a third CTA reads the same bytes later, before its own arrival: an ordered read, which
+    must not hide the racy one."""
+    rc, message, _, _, _, report = launch(probes, SPLIT_LATE_READ, cluster, 2 * cluster, SANITIZE)
     assert rc == 0, message
     read = f"probes.cpp:{site_line('split_late_read')}"
     races = [f for f in findings_of(report, "racecheck") if f.hazard == "read-exit"]
@@ -231,10 +235,27 @@ def test_reading_another_cta_between_the_halves_is_a_race_with_its_exit(probes):
             "cluster_wait at probes.cpp:{early_wait} in block (%): waited for a cluster barrier it",
         ),
         (SPLIT_SKIPS, 2, "cluster_wait (probes.cpp:{split_wait}): 1 of the cluster's 2 CTAs arrived"),
+        (SPLIT_NO_WAIT, 4, "block (%) exited after a cluster_arrive without its cluster_wait"),
+        (
+            SPLIT_WHOLE_BETWEEN,
+            4,
+            "sync_cluster at probes.cpp:{whole_between_halves}: block (%) arrived at a cluster barrier it",
+        ),
     ],
 )
 def test_a_barrier_in_two_halves_used_out_of_order_is_a_named_error(probes, variant, rc, reason):
     got, message, *_ = launch(probes, variant, 2, 2)
-    names = ("second_arrive", "early_wait", "split_wait")
+    names = ("second_arrive", "early_wait", "split_wait", "whole_between_halves")
     head, _, tail = reason.format(**{n: site_line(n) for n in names}).partition("%")  # % : the block
     assert got == rc and head in message and tail in message.partition(head)[2], message
+
+
+def test_a_launch_that_failed_between_the_halves_leaves_nothing_behind(probes):
+    """The workers are reused: a CTA stopped between its arrival and its wait must not make the next
+    launch's first arrival look like a second one."""
+    assert launch(probes, SPLIT_ARRIVE_AGAIN, 2, 2)[0] == 4
+    assert launch(probes, SPLIT_SKIPS, 2, 2)[0] == 2
+    rc, message, data, out, _, report = launch(probes, SPLIT, 2, 4, SANITIZE)
+    assert rc == 0, message
+    np.testing.assert_allclose(out, cluster_sums(data, 2), rtol=1e-6)
+    assert report.clean

@@ -121,8 +121,8 @@ def ncu_launches(csv_text: str, source: str) -> list[NcuLaunch]:
 
 
 def ncu_source_counts(csv_text: str, source: str) -> list[tuple[str, tuple[int, ...]]]:
-    """Each launch's executed warp instructions, SASS instruction by instruction, from ncu's source page (its
-    sass view): (kernel, counts), in order. ncu prints a launch's page twice over; a repeat is one launch."""
+    """Every page of ncu's source page (its sass view) for a ddbench kernel, in order: (kernel, each SASS
+    instruction's executed warp instructions). ncu prints a launch's page twice over (see source_pages)."""
     pages: list[tuple[str, list[int]]] = []
     executed_at: int | None = None
     for line, row in enumerate(csv.reader(io.StringIO(csv_text)), start=1):
@@ -135,17 +135,32 @@ def ncu_source_counts(csv_text: str, source: str) -> list[tuple[str, tuple[int, 
             if EXECUTED not in row:
                 raise InputError(f"row {line}: no column {EXECUTED!r}", file=source)
             executed_at = row.index(EXECUTED)
-        elif row and pages and executed_at is not None and len(row) > executed_at:
-            try:
-                pages[-1][1].append(int(_number(row[executed_at])))
-            except ValueError:
-                raise InputError(f"row {line}: an executed count that is not a number", file=source) from None
-    launches: list[tuple[str, tuple[int, ...]]] = []
-    for kernel, counts in pages:
-        page = (kernel, tuple(counts))
-        if kernel and (not launches or launches[-1] != page):
-            launches.append(page)
-    return launches
+        elif row and pages and executed_at is not None:
+            count = row[executed_at].replace(",", "") if len(row) > executed_at else ""
+            if not count.isdigit():
+                reason = f"row {line}: an executed count that is not a whole number: {count!r:.30}"
+                raise InputError(reason if count else f"row {line}: a row cut short", file=source)
+            pages[-1][1].append(int(count))
+    return [(kernel, tuple(counts)) for kernel, counts in pages if kernel]
+
+
+def source_pages(
+    pages: Sequence[tuple[str, tuple[int, ...]]], launches: Sequence[NcuLaunch], source: str
+) -> list[tuple[int, ...]]:
+    """Each launch's page: ncu's pages in the raw page's launch order, each printed once or twice in a row.
+    Each must be its launch's kernel and add up to its instruction count, else it is another export."""
+    if len(pages) == 2 * len(launches) and all(pages[k] == pages[k + 1] for k in range(0, len(pages), 2)):
+        pages = pages[::2]
+    if len(pages) != len(launches):
+        raise InputError(f"{len(pages)} pages for the raw page's {len(launches)} launches", file=source)
+    for k, ((kernel, counts), launch) in enumerate(zip(pages, launches, strict=True), start=1):
+        if kernel != launch.kernel or sum(counts) != launch.instructions:
+            raise InputError(
+                f"page {k} is {kernel} with {sum(counts):,} instructions, the raw page's launch {k} "
+                f"{launch.kernel} with {launch.instructions:,}: not the same launches",
+                file=source,
+            )
+    return [counts for _, counts in pages]
 
 
 def block_error(blocks: Sequence[tuple[int, float]], executed: Sequence[int]) -> float | None:
@@ -174,12 +189,12 @@ def launch_ratios(
     counted: Sequence[tuple[str, Mapping[str, Any]]],
     launches: Sequence[NcuLaunch],
     modeled: Callable[[Mapping[str, Any]], ModeledLaunch | None] = lambda kernel: None,
-    executed: Sequence[tuple[str, tuple[int, ...]]] = (),
+    executed: Sequence[tuple[int, ...]] = (),
 ) -> list[LaunchRatio]:
     """Pair each case's counted launches (its counters document, kernels in launch order) with ncu's, in
     order; a kernel or grid that differs means another kernel or plan ran than this tree's, and is refused.
-    `modeled(kernel)`: the model's SASS count of a launch, or None; `executed`: ncu's source page, launch by
-    launch (ncu_source_counts), where the export has one."""
+    `modeled(kernel)`: the model's SASS count of a launch, or None; `executed`: each launch's source page
+    (source_pages), where the export has one."""
     ratios = []
     at = 0
     for case, document in counted:
@@ -196,10 +211,10 @@ def launch_ratios(
                 )
             count = counted_instructions(kernel)
             model = modeled(kernel)
-            page = executed[at - 1] if len(executed) == len(launches) else None
+            page = executed[at - 1] if executed else None
             error = None
-            if model is not None and page is not None and page[0] == ncu.kernel:
-                error = block_error(model.blocks, page[1])
+            if model is not None and page is not None:
+                error = block_error(model.blocks, page)
             likely = None if model is None else model.likely
             ratios.append(LaunchRatio(case, ncu.kernel, ncu.ctas, ncu.instructions, count, likely, error))
     if at != len(launches):
@@ -264,6 +279,9 @@ def measure(report: Mapping[str, Any], csv_text: str, source_text: str | None = 
     if missing:
         raise InputError(f"no case {missing[0]!r} in this tree's suite", file=suite)
     cases = [by_id[i] for i in ncu["cases"]]
+    launches = ncu_launches(csv_text, RAW_CSV)  # the pages read before minutes of emulation
+    pages = ncu_source_counts(source_text, SOURCE_CSV) if source_text is not None else []
+    executed = source_pages(pages, launches, SOURCE_CSV) if source_text is not None else []
     gpu = gpu_spec(key)
     counted = [(c.id, emulated_counters(c, gpu, sanitize=False)) for c in cases]
     sass = sass_of(gpu.arch)
@@ -275,8 +293,7 @@ def measure(report: Mapping[str, Any], csv_text: str, source_text: str | None = 
         sizes = [b.instructions for b in sass[kernel["name"]].blocks]
         return ModeledLaunch(issue.likely, tuple(zip(sizes, issue.block_runs, strict=True)))
 
-    executed = [] if source_text is None else ncu_source_counts(source_text, SOURCE_CSV)
-    ratios = launch_ratios(counted, ncu_launches(csv_text, RAW_CSV), modeled, executed)
+    ratios = launch_ratios(counted, launches, modeled, executed)
     return {
         "gpu": key,
         "kernel_hash": tree,

@@ -138,9 +138,6 @@ class FileCalls:
             self._sites[(line, kind)] = memo
         return memo
 
-    def function_at(self, line: int) -> str | None:
-        return next((name for name, first, last in self.bodies if first <= line <= last), None)
-
 
 def parse_source(text: str) -> FileCalls:
     """A kernel source's functions (definitions at column 0 that start with a DDK_ macro) and calls."""

@@ -128,9 +128,11 @@ def anchor_groups(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]]):
     per copy in it. A site the CTA never ran counts 0; a site it ran with none of the anchor's kinds is left
     out. Where the kernel's source is known (ddbench/kernel/source_calls.py), an anchor counts with the lines
     its statement and the functions that statement calls issue its primitive at (nvcc kept only a helper's
-    caller's frame). Where none does (nvcc named another statement), and for every anchor of an out-of-line
-    function (whose line table nvcc keeps least well: the same source names a store at a helper's line in one
-    build, at its own in the next), it counts with every line its function reaches that issues it."""
+    caller's frame). An anchor of an out-of-line function (whose line table nvcc keeps least well: the same
+    source names a store at a helper's line in one build, at its own in the next) counts with every line its
+    function reaches that issues it; a helper it shares with other code (warp_max, write_merged_row) joins
+    those lines' anchors to its group too. Inlined code keeps its lines: one named where nothing issues it
+    stays held to 0 there."""
     source = dict(kernel.source)
     out_of_line = _out_of_line(kernel) if source else {}
     copies: list[tuple[tuple[str, str, int], int, bool]] = []
@@ -150,7 +152,7 @@ def anchor_groups(kernel: KernelSass, sites: Mapping[str, Mapping[str, int]]):
             if calls is None:
                 continue
             near = calls.sites(line, kind)
-            fn = out_of_line.get((b, file)) or (None if near else calls.function_at(line))
+            fn = out_of_line.get((b, file))
             far = () if fn is None else calls.function_sites(fn, kind)
             links.extend((key, (file, kind, s)) for s in (*near, *far))
     counted = {}

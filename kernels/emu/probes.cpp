@@ -546,6 +546,8 @@ DDK_GLOBAL void cluster_probe_kernel(ClusterProbe p) {
     cluster_arrive();  // SITE:split_arrive
     if (p.variant == 12) cluster_arrive();  // SITE:second_arrive
     st_global(p.out + at, sum);  // work the barrier's latency hides
+    if (p.variant == 15 && rank == 0) return;  // exits without waiting for the barrier it arrived at
+    if (p.variant == 16) sync_cluster();  // SITE:whole_between_halves
     if (p.variant == 10) st_shared(s + t, 0.f);  // SITE:split_late_write: others may still be reading it
     if (p.variant == 11) st_global(p.out + at, sum + ld_cluster(s + t, (rank + 1) % size));  // SITE:split_late_read
     cluster_wait();  // SITE:split_wait

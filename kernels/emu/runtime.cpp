@@ -1350,6 +1350,8 @@ bool ensure_resources(Worker& w, unsigned nthreads, std::size_t smem_bytes) {
 
 // Sets up block (bx, by, bz) on w: its threads at the kernel's entry, fresh shared memory, all runnable.
 void start_block(Worker& w, unsigned bx, unsigned by, unsigned bz, unsigned block_x) {
+  w.cluster_arrived = false;
+  w.cluster_gen = 0;
   w.bx = bx;
   w.by = by;
   w.bz = bz;
@@ -1437,6 +1439,9 @@ void run_ready(Worker& w) {
 void run_cluster(Cluster& cl, const std::array<unsigned, 3>* coords, unsigned block_x) {
   cl.arrived = 0;
   cl.waiting.clear();
+  cl.split_arrived = 0;
+  cl.split_done = 0;
+  cl.split_waiting.clear();
   for (std::size_t k = 0; k < cl.blocks.size(); ++k)
     start_block(*cl.blocks[k], coords[k][0], coords[k][1], coords[k][2], block_x);
   for (bool ran = true; ran;) {
@@ -1456,6 +1461,11 @@ void run_cluster(Cluster& cl, const std::array<unsigned, 3>* coords, unsigned bl
         report += fmt("\n  cluster rank %u (%s): %u of %u threads exited", other->cluster_rank,
                       block_str(*other).c_str(), other->done, block_x);
     fail(*w, kDivergence, std::move(report));
+    return;
+  }
+  for (Worker* w : cl.blocks) {
+    if (!w->cluster_arrived) continue;
+    fail(*w, kKernelException, fmt("%s exited after a cluster_arrive without its cluster_wait", block_str(*w).c_str()));
     return;
   }
   for (Worker* w : cl.blocks)
@@ -1793,6 +1803,12 @@ void sync_cluster(const Site& site) {
   Cluster& cl = *f->worker->cluster;
   const auto total = static_cast<unsigned>(f->worker->nthreads * cl.blocks.size());
   if (!arrive(f, cl.arrived, cl.site, total, cl.waiting, Coll::SyncCluster, site)) return;
+  for (Worker* b : cl.blocks) {
+    if (!b->cluster_arrived) continue;
+    fail(*b, kKernelException, fmt("sync_cluster at %s: %s arrived at a cluster barrier it has not waited for",
+                                   site_str(site).c_str(), block_str(*b).c_str()));
+    abort_to_main(f);
+  }
   for (Worker* b : cl.blocks)
     if (b->trace != nullptr) trace_barrier(*b, site, true);
   release(cl.waiting);
@@ -1899,8 +1915,10 @@ void check_remote_read(Worker& target, const Worker& reader, const Fiber& f, con
                           "ld_cluster");
       raced = true;
     }
-    sb.remote = now;
-    sb.remote_rank = static_cast<std::uint16_t>(reader.cluster_rank);
+    if (now.epoch1 >= sb.remote.epoch1) {  // the read a later barrier releases is the one a write may race
+      sb.remote = now;
+      sb.remote_rank = static_cast<std::uint16_t>(reader.cluster_rank);
+    }
   }
   if (!uninit) return;
   const std::string where = site_of(t, now.site);
