@@ -45,6 +45,12 @@ SOURCE_CSV = "ncu-source.csv"
 EXECUTED = "Instructions Executed"
 
 
+def _kernel_of(name: str) -> str | None:
+    """The emulation's name of a kernel ncu names (without its namespace), None for another kernel."""
+    name = name.split("(")[0].split("::")[-1]
+    return next((short for prefix, short in KERNEL_PREFIXES if name.startswith(prefix)), None)
+
+
 @dataclass(frozen=True)
 class ModeledLaunch:
     """The model's SASS count of one launch: its likely figure, and each block's instructions with its likely
@@ -109,7 +115,7 @@ def ncu_launches(csv_text: str, source: str) -> list[NcuLaunch]:
     for line, row in enumerate(rows[1:], start=2):
         if len(row) != len(header) or not row[name_at]:  # the units row, or a blank one
             continue
-        kernel = next((short for prefix, short in KERNEL_PREFIXES if row[name_at].startswith(prefix)), None)
+        kernel = _kernel_of(row[name_at])
         if kernel is None:
             continue
         try:
@@ -127,9 +133,7 @@ def ncu_source_counts(csv_text: str, source: str) -> list[tuple[str, tuple[int, 
     executed_at: int | None = None
     for line, row in enumerate(csv.reader(io.StringIO(csv_text)), start=1):
         if len(row) >= 2 and row[0] == "Kernel Name":
-            name = row[1].split("(")[0].split("::")[-1]
-            kernel = next((short for prefix, short in KERNEL_PREFIXES if name.startswith(prefix)), "")
-            pages.append((kernel, []))
+            pages.append((_kernel_of(row[1]) or "", []))
             executed_at = None
         elif row and row[0] == "Address":
             if EXECUTED not in row:

@@ -969,6 +969,13 @@ void trace_collective(Worker& w, Coll kind, const WarpSlot& s, unsigned warp) {
   ++t.warps[warp].epoch;
 }
 
+// The CTA arrives at a cluster barrier (after the block barrier that goes with it): what it accessed before
+// is released to the cluster's CTAs that wait for that barrier.
+void trace_cluster_arrival(Trace& t) {
+  ++t.cluster_arrivals;
+  t.arrive_floor1.push_back(t.epoch + 1);
+}
+
 // At the barrier's completion: the phase ends. A cluster barrier also orders this block's shared memory
 // with the other CTAs' reads of it.
 void trace_barrier(Worker& w, const Site& site, bool cluster = false) {
@@ -983,8 +990,7 @@ void trace_barrier(Worker& w, const Site& site, bool cluster = false) {
   ++t.epoch;
   if (cluster) {
     ++t.cluster_epoch;
-    ++t.cluster_arrivals;
-    t.arrive_floor1.push_back(t.epoch + 1);
+    trace_cluster_arrival(t);
   }
 }
 
@@ -1852,8 +1858,7 @@ void cluster_arrive(const Site& site) {
     Trace& t = *w.trace;
     trace_barrier(w, site);
     if (t.count) t.cta.phases[t.cta.phases.size() - 2].cluster_arrives = 1;
-    ++t.cluster_arrivals;
-    t.arrive_floor1.push_back(t.epoch + 1);
+    trace_cluster_arrival(t);
   }
   Cluster& cl = *w.cluster;
   w.cluster_arrived = true;
