@@ -25,6 +25,7 @@ from ddbench.kernel.plan import (
     ALIGN_FROM_TILES,
     ALIGNED_SHARE,
     BLOCK_N,
+    COMBINE_ROW_TILES,
     DEFAULT_DRAM_PACE,
     DRAM_PACE_BY_DEVICE,
     MAX_CLUSTERS_BY_DEVICE,
@@ -475,11 +476,13 @@ def test_plan_bounds():
         shape = (batch, heads, q_len, prefix)
         split = plan_launch(batch, heads, q_len, keys, sm_count, whole_row_tiles=False)
         # the key tiles per CTA that balanced ranges would save over whole row tiles in their waves, against
-        # the combine's fixed cost (no DRAM pace given: the parts are not counted)
+        # the combine's fixed cost and its rows over the SMs (no DRAM pace given: the parts are not counted,
+        # and no clusters merge in the verify kernel)
         saved = -(-row_tiles // sm_count) * units / row_tiles - units / split.ctas if units else 0
+        combine = WHOLE_FIXED_TILES + COMBINE_ROW_TILES * batch * q_len * heads / sm_count
         whole_wins = (
             units <= MIN_TILES_PER_CTA * row_tiles
-            or saved <= WHOLE_FIXED_TILES
+            or saved <= combine
             or row_tiles >= WHOLE_WAVES * sm_count
         )
         assert bool(plan.whole_row_tiles) == whole_wins, shape

@@ -60,6 +60,13 @@ WHOLE_WAVES = 2
 # CTAs, 22.5 µs; 128 whole, 11.2; bs16 h8 q61: 256 whole row tiles in two waves, 30.8 -> 18.5).
 WHOLE_FIXED_TILES = 2.0
 PART_PASSES = 2
+# The combine kernel's cost per row it merges, in one CTA's key tiles on one SM: a CTA a row, whose four
+# warps each redo the row's index arithmetic (its place, its parts' CTAs: 64-bit divisions) whatever few parts
+# it merges. Modeled (graph), the combine's µs x SMs / rows over a 48-row CTA's µs a key tile: H200 0.28
+# (k26-verify bs16 EAGLE-60 p127, 7,680 rows of 2 parts: 64.5 µs) and 0.22 (tp4 bs16 DDTree-16 p128, 4,352
+# rows: 39.3 µs); RTX PRO 6000 0.29 (the same, 132 CTAs forced: 10.5 µs). Without it the split looked cheap
+# where many rows have few parts each: on the H200 those cases were modeled at 1.5x whole row tiles' time.
+COMBINE_ROW_TILES = 0.25
 # 48-row CTAs once a launch has at least this many 32-row work units per CTA slot: each KV tile then serves
 # 48 rows, so the L2 traffic of many row tiles falls by a third, while a short launch is better served by
 # more, smaller CTAs (modeled on suites/model-report.json: bs1 q9 p4k, 2 units per slot, 8.6 µs at 32 rows
@@ -268,28 +275,25 @@ def plan_launch(
         if ctas is not None
         else _split_ctas(units, all_row_tiles, -(-total_keys // BLOCK_N), row_groups, slots, dram_pace)
     )
+    if cluster is None:  # clusters where the parts cost more than the merge (see MAX_CLUSTER)
+        clustered, cluster = _cluster_choice(
+            split, units, all_row_tiles, row_groups, slots, dram_pace, max_clusters, forced=ctas is not None
+        )
+    else:
+        clustered = split
     if whole_row_tiles is None:  # short row tiles, little saved by splitting, or waves without parts
+        merged_in_verify = final_merge if final_merge is not None else cluster > 1
+        combine_rows = 0 if merged_in_verify else batch_size * rows
+        costs = _split_costs(split, row_groups, dram_pace, combine_rows / slots)
         whole_row_tiles = ctas is None and (
             units <= all_row_tiles * MIN_TILES_PER_CTA
-            or _split_saves(units, all_row_tiles, split, slots) <= _split_costs(split, row_groups, dram_pace)
+            or _split_saves(units, all_row_tiles, split, slots) <= costs
             or all_row_tiles >= WHOLE_WAVES * slots
         )
     if whole_row_tiles:
         return LaunchPlan(all_row_tiles, max(1, row_tiles), row_tiles, row_groups)
-    if cluster is None:  # clusters where the parts cost more than the merge (see MAX_CLUSTER)
-        parts = _parts_tiles(split, row_groups, dram_pace)
-        pays = units >= ALIGN_FROM_TILES * split and parts >= CLUSTER_FROM_TILES
-        if ctas is not None or dram_pace is None:
-            cluster = 1
-        elif pays:
-            split, cluster = _clustered(split, all_row_tiles, max_clusters)
-        elif units < ALIGN_FROM_TILES * split:  # a short split: clusters of 8 and no combine (see below)
-            at_once = min(slots // MAX_CLUSTER, slots if max_clusters is None else max_clusters)
-            straddle = parts >= CLUSTER_FROM_TILES
-            split, cluster = _short_clustered(split, units, all_row_tiles, slots, at_once, straddle)
-        else:  # parts too cheap for the merge to pay (the H200's)
-            cluster = 1
-    elif split % cluster:
+    split = clustered
+    if split % cluster:
         raise ValueError(f"{split} CTAs do not divide into clusters of {cluster}")
     halves = 2 if split // cluster >= HALVES_FROM_PARTS * all_row_tiles > 0 else 1
     if final_merge is None:
@@ -298,6 +302,29 @@ def plan_launch(
         raise ValueError(f"the final merge lists at most {MAX_LISTED_CTAS} CTAs, not {split}")
     # a forced 0 CTAs: the launch refuses it
     return LaunchPlan(split, 0, row_tiles, row_groups, halves, cluster, final_merge)
+
+
+def _cluster_choice(
+    split: int,
+    units: int,
+    all_row_tiles: int,
+    row_groups: int,
+    slots: int,
+    dram_pace: float | None,
+    max_clusters: int | None,
+    forced: bool,
+) -> tuple[int, int]:
+    """CTAs and CTAs per cluster for a split of `split` CTAs (`forced`: a caller's count, kept without
+    clusters; so is any split without a DRAM pace)."""
+    parts = _parts_tiles(split, row_groups, dram_pace)
+    if forced or dram_pace is None:
+        return split, 1
+    if units >= ALIGN_FROM_TILES * split and parts >= CLUSTER_FROM_TILES:
+        return _clustered(split, all_row_tiles, max_clusters)
+    if units < ALIGN_FROM_TILES * split:  # a short split: clusters of 8 and no combine (see below)
+        at_once = min(slots // MAX_CLUSTER, slots if max_clusters is None else max_clusters)
+        return _short_clustered(split, units, all_row_tiles, slots, at_once, parts >= CLUSTER_FROM_TILES)
+    return split, 1  # parts too cheap for the merge to pay (the H200's)
 
 
 def _clustered(split: int, all_row_tiles: int, max_clusters: int | None = None) -> tuple[int, int]:
@@ -360,9 +387,11 @@ def _parts_tiles(split: int, row_groups: int, dram_pace: float | None) -> float:
     return split * PART_PASSES * part_tiles / (row_groups * dram_pace) if dram_pace else 0.0
 
 
-def _split_costs(split: int, row_groups: int, dram_pace: float | None) -> float:
-    """What the split adds, in one CTA's key tiles: the combine's launch, and every CTA's part over DRAM."""
-    return WHOLE_FIXED_TILES + _parts_tiles(split, row_groups, dram_pace)
+def _split_costs(split: int, row_groups: int, dram_pace: float | None, combine_rows_per_slot: float) -> float:
+    """What the split adds, in one CTA's key tiles: the combine's launch, every CTA's part over DRAM, and the
+    combine's rows (none where the verify kernel merges them: COMBINE_ROW_TILES)."""
+    combine = COMBINE_ROW_TILES * combine_rows_per_slot
+    return WHOLE_FIXED_TILES + _parts_tiles(split, row_groups, dram_pace) + combine
 
 
 def _paced_ctas(units: int, kv_tiles: int, row_groups: int, dram_pace: float) -> int:
