@@ -481,9 +481,7 @@ def test_plan_bounds():
         saved = -(-row_tiles // sm_count) * units / row_tiles - units / split.ctas if units else 0
         combine = WHOLE_FIXED_TILES + COMBINE_ROW_TILES * batch * q_len * heads / sm_count
         whole_wins = (
-            units <= MIN_TILES_PER_CTA * row_tiles
-            or saved <= combine
-            or row_tiles >= WHOLE_WAVES * sm_count
+            units <= MIN_TILES_PER_CTA * row_tiles or saved <= combine or row_tiles >= WHOLE_WAVES * sm_count
         )
         assert bool(plan.whole_row_tiles) == whole_wins, shape
         if plan.whole_row_tiles:
@@ -549,7 +547,8 @@ def test_no_more_ctas_than_keep_pace_with_dram(batch, prefix, sm_count, pace, ct
     ("batch", "heads", "q_len", "prefix", "pace", "ctas", "whole"),
     [
         (4, 16, 64, 128, 20.21, 128, True),  # 1.9 tiles a CTA, less than 188 parts over the DRAM cost
-        (16, 8, 64, 128, 20.21, 256, True),  # two waves of 256 row tiles (12 tiles): ranges would save 3.8
+        # whole: 256 row tiles of 32 rows would take two waves, 176 of 48 take one
+        (16, 8, 64, 128, 20.21, 176, True),
         (1, 8, 17, 257, 20.21, 40, False),  # 5 row tiles of 9: split, then one cluster of 8 a row tile
         (4, 16, 65, 4096, 20.21, 176, False),  # 88 row tiles of 130: half of each saved
     ],
@@ -559,6 +558,27 @@ def test_whole_row_tiles_where_splitting_saves_less_than_it_costs(
 ):
     plan = plan_launch(batch, heads, q_len, batch * (prefix + q_len), dram_pace=pace)
     assert (plan.ctas, plan.whole_row_tiles > 0) == (ctas, whole)
+
+
+@pytest.mark.parametrize(
+    ("batch", "heads", "q_len", "sm_count", "row_groups"),
+    [
+        (16, 8, 33, 132, 3),  # 144 row tiles of 32 rows in two waves, or 96 of 48 in one
+        (16, 8, 60, 132, 2),  # 240 of 32 or 160 of 48: two waves either way, the smaller CTAs
+        (4, 8, 33, 132, 2),  # one wave either way
+        (1, 8, 8, 188, 2),  # 64 rows: 2 row tiles of 32 or of 48
+    ],
+)
+def test_whole_row_tiles_hold_the_rows_that_take_least_waves_times_rows(
+    batch, heads, q_len, sm_count, row_groups
+):
+    plan = plan_launch(batch, heads, q_len, batch * (0 + q_len), sm_count, whole_row_tiles=True)
+    assert plan.whole_row_tiles and plan.row_groups == row_groups
+    assert plan.ctas == batch * -(-q_len * heads // (16 * row_groups))
+    forced = plan_launch(
+        batch, heads, q_len, batch * q_len, sm_count, whole_row_tiles=True, row_groups=5 - row_groups
+    )
+    assert forced.row_groups == 5 - row_groups  # a forced width is kept
 
 
 def test_the_pace_never_takes_split_ranges_below_the_row_tiles_or_above_the_ranges_without_it():

@@ -67,6 +67,16 @@ PART_PASSES = 2
 # rows: 39.3 µs); RTX PRO 6000 0.29 (the same, 132 CTAs forced: 10.5 µs). Without it the split looked cheap
 # where many rows have few parts each: on the H200 those cases were modeled at 1.5x whole row tiles' time.
 COMBINE_ROW_TILES = 0.25
+# A split that would run in clusters, every row tile in whole clusters, is judged at the CTAs it would run
+# (a short split's clusters of 8 hold up to 8 a row tile, far more than its balanced count) and without the
+# combine's rows (modeled, graph: on the H200 the k26-verify bs1 and bs4 cases at prefix 127-129 with 2-15
+# row tiles of 5-6 key tiles (DDTree-8 to -32, EAGLE), whole row tiles -> clusters of 8 a row tile, 15.4-19.6
+# -> 13.2-13.7 µs; on the RTX PRO 6000 bs1 DDTree-16 and -32, 6.2-7.0 -> 4.8). Clusters that straddle row
+# tiles are judged at the balanced count, as before: at that count, whole row tiles beat them (H200 bs4 p127
+# chain-16, 16 row tiles: 120 CTAs straddling, 17.3 µs against 16.8 whole).
+# Whole row tiles run in waves, so they hold the rows (32 or 48) that take the fewest waves times rows a CTA
+# (modeled on the H200: bs16 q_len 33 x 8 heads, 144 row tiles of 32 in two waves 18.6 µs, 96 of 48 in one
+# 13.6; bs16 EAGLE-60 p127, 160 of 48 in two waves 52.2, 240 of 32 in two 37.2).
 # 48-row CTAs once a launch has at least this many 32-row work units per CTA slot: each KV tile then serves
 # 48 rows, so the L2 traffic of many row tiles falls by a third, while a short launch is better served by
 # more, smaller CTAs (modeled on suites/model-report.json: bs1 q9 p4k, 2 units per slot, 8.6 µs at 32 rows
@@ -242,7 +252,8 @@ def plan_launch(
     final_merge: bool | None = None,
     max_clusters: int | None = None,
 ) -> LaunchPlan:
-    """Whole row tiles, one per CTA, where balanced ranges would save less than they cost; else one
+    """Whole row tiles, one per CTA (of the rows that take the fewest waves), where balanced ranges would
+    save less than they cost; else one
     wave of CTAs, about MIN_TILES_PER_CTA key tiles or more each, never fewer CTAs than row tiles, and no
     more than keep pace with DRAM where `dram_pace` (the GPU's, see DRAM_PACE_BY_DEVICE) is given.
 
@@ -258,6 +269,7 @@ def plan_launch(
         raise ValueError(f"cluster must be 1 to {MAX_CLUSTER} CTAs, not {cluster}")
     slots = max(1, sm_count * CTAS_PER_SM)
     rows = max_q_len * heads
+    rows_chosen = row_groups is None
     if row_groups is None:  # 48 rows for a long launch, unless 32-row tiles fill waves without parts
         narrow = row_tiles_of(rows, 2)
         long_launch = estimated_units(narrow, total_keys) >= WIDE_UNITS_PER_SLOT * slots
@@ -284,14 +296,22 @@ def plan_launch(
     if whole_row_tiles is None:  # short row tiles, little saved by splitting, or waves without parts
         merged_in_verify = final_merge if final_merge is not None else cluster > 1
         combine_rows = 0 if merged_in_verify else batch_size * rows
-        costs = _split_costs(split, row_groups, dram_pace, combine_rows / slots)
+        # the split as it would run where every row tile gets whole clusters (a short split's may hold many
+        # more CTAs than `split`); clusters that straddle row tiles cost more than the count says
+        counted = clustered if clustered % (max(1, all_row_tiles) * cluster) == 0 else split
+        costs = _split_costs(counted, row_groups, dram_pace, combine_rows / slots)
         whole_row_tiles = ctas is None and (
             units <= all_row_tiles * MIN_TILES_PER_CTA
-            or _split_saves(units, all_row_tiles, split, slots) <= costs
+            or _split_saves(units, all_row_tiles, counted, slots) <= costs
             or all_row_tiles >= WHOLE_WAVES * slots
         )
     if whole_row_tiles:
-        return LaunchPlan(all_row_tiles, max(1, row_tiles), row_tiles, row_groups)
+        if rows_chosen:  # whole row tiles run in waves: the rows a CTA holds times the waves they take
+            row_groups = min(
+                (2, MAX_ROW_GROUPS), key=lambda g: -(-batch_size * row_tiles_of(rows, g) // slots) * g
+            )
+            row_tiles = row_tiles_of(rows, row_groups)
+        return LaunchPlan(batch_size * row_tiles, max(1, row_tiles), row_tiles, row_groups)
     split = clustered
     if split % cluster:
         raise ValueError(f"{split} CTAs do not divide into clusters of {cluster}")
