@@ -290,7 +290,7 @@ def test_the_sweep_tries_the_plan_beside_other_splits_within_four_waves():
     assert list(named)[:2] == ["plan", "whole"] and named["whole"].whole_row_tiles is True
     counts = sorted(b.ctas for n, b in named.items() if n.startswith("ctas=") and b.cluster is None)
     assert counts == [4, 8, 16, 32, 64, 132, 264]  # the row tiles' multiples, one and two waves; none > 4
-    assert named["rows=32"].row_groups == 2
+    assert named["rows=32"].row_groups == 2 and named["rows=48"].row_groups == 3
     assert (named["ctas=128,cluster=8"].ctas, named["ctas=128,cluster=8"].cluster) == (128, 8)
     assert not any("cluster" in n for n in variants(row_tiles=32, sms=132))  # 8 x 32 CTAs > a wave
 

@@ -223,3 +223,45 @@ def test_an_unwritable_output_is_refused_before_any_work(inputs, tmp_path):
 def test_an_unknown_gpu_is_a_usage_error():
     result = _run("--gpu", "a100")
     assert result.exit_code == 2
+
+
+def test_a_plan_sweep_models_the_plan_beside_its_neighbours(tmp_path):
+    """--plan-sweep: the case modeled at every variant; the plan's own figure is the profile's, and the
+    fastest neighbour is named with what it saves."""
+    out = tmp_path / "p.json"
+    result = CliRunner().invoke(
+        cli, ["profile", SMOKE, "-k", "q1", "--no-sanitize", "--plan-sweep", "--json", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "the plan beside its neighbours" in result.output
+    document = json.loads(out.read_text())
+    (case,), (sweep,) = document["cases"], document["plan_sweep"]
+    assert sweep["case"] == case["case"] and "CTAs of" in sweep["plan"]
+    figures = sweep["modeled_us"]
+    assert figures["plan"] == case["cuda"]["modeled_us"]  # the same emulated launch, the same model
+    assert {"whole", "rows=32", "rows=48"} <= set(figures) and not sweep["refused"]
+    assert figures[sweep["fastest"]] == min(figures.values())
+    assert sweep["modeled_gain"] == pytest.approx(1 - min(figures.values()) / figures["plan"])
+
+
+def test_a_plan_sweep_names_the_variants_the_plan_refuses(monkeypatch):
+    from ddbench.model.gpus import gpu_spec
+    from ddbench.runner import model_plan_sweep
+    from ddbench.runner.model_profiles import calibration_of
+
+    def two(row_tiles, sms):
+        yield "plan", {}
+        yield "odd", {"ctas": 13, "cluster": 8}  # 13 CTAs do not divide into clusters of 8
+
+    monkeypatch.setattr(model_plan_sweep, "plan_variants", two)
+    (case,) = select_cases([load_suite_file(SMOKE)], "q1")
+    gpu = gpu_spec("rtx-pro-6000")
+    sweep = model_plan_sweep.sweep_plan(case, gpu, calibration_of(gpu), "graph", None)
+    assert list(sweep.modeled_us) == ["plan"] and sweep.fastest == "plan" and sweep.gain == 0.0
+    assert "do not divide into clusters of 8" in sweep.refused["odd"]
+
+
+def test_a_plan_sweep_does_not_take_counters(inputs):
+    tmp, _ = inputs
+    result = _run("--counters", str(tmp / "counters.json"), "--plan-sweep")
+    assert result.exit_code == 2 and "--plan-sweep" in result.output

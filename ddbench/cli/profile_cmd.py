@@ -34,6 +34,7 @@ from ddbench.model.profile import (
 )
 from ddbench.model.profile_plot import profile_png
 from ddbench.runner.emulated_counters import would_be_sampled
+from ddbench.runner.model_plan_sweep import PlanSweep, sweep_plans
 from ddbench.runner.model_profiles import calibration_of, model_cases
 from ddbench.suite.load import read_json
 from ddbench.suite.model import Case
@@ -67,6 +68,24 @@ def _print(profiles: list[CaseProfile], title: str, instructions: int) -> None:
         _print_table(rows, "where each kernel's warp instructions come from (modeled from its SASS)")
     elif instructions:
         stdout.print("note: --instructions: unavailable: no SASS map (no nvcc or nvdisasm)", highlight=False)
+
+
+def _sweep_rows(sweeps: list[PlanSweep]) -> list[dict[str, str]]:
+    rows = []
+    for sweep in sweeps:
+        fastest = sweep.fastest
+        rows.append(
+            {
+                "case": sweep.case,
+                "plan": sweep.plan,
+                "plan µs": f"{sweep.modeled_us['plan']:.2f}",
+                "fastest": fastest,
+                "its µs": f"{sweep.modeled_us[fastest]:.2f}",
+                "saves": f"{100 * sweep.gain:.1f} %",
+                "refused": ", ".join(sweep.refused) or "-",
+            }
+        )
+    return rows
 
 
 def _source_lines() -> dict[str, str]:
@@ -152,6 +171,12 @@ def _source_lines() -> dict[str, str]:
     help="Leave out the cases that would be counted on one CTA per work shape (big ones); say how many.",
 )
 @click.option(
+    "--plan-sweep",
+    is_flag=True,
+    help="Also model each case beside the plan's choice (whole row tiles, other CTA counts, 32 or 48 rows, "
+    "clusters of 8) and name its fastest neighbour: one emulated launch per variant.",
+)
+@click.option(
     "--instructions",
     type=click.IntRange(min=0),
     default=0,
@@ -176,6 +201,7 @@ def profile_command(
     full_only: bool,
     what_if: tuple[str, ...],
     instructions: int,
+    plan_sweep: bool,
 ) -> None:
     """Model the custom kernel's time on a GPU from the emulation's counters (every figure is modeled)."""
     reads = [*suites, *(p for p in (counters_path, registers_path, baseline_path) if p)]
@@ -188,6 +214,8 @@ def profile_command(
     for option, path in outputs:
         if path:
             check_writable(path, option, reads)
+    if plan_sweep and counters_path:
+        raise click.UsageError("--plan-sweep emulates each variant's launch: it does not take --counters")
     if what_if and (baseline_path or update_path):
         raise click.UsageError("--what-if asks the model a question: it neither writes nor judges a baseline")
     cases = select_cases(load_suites(suites), filter_expr)
@@ -221,8 +249,13 @@ def profile_command(
         stdout.print(f"[bold red]{escape(case_id)}[/]: {escape(verdict['summary'])}", highlight=False)
     if not modeled.registers_known:
         stdout.print("note: registers per thread unknown (no nvcc): occupancy ignores them", highlight=False)
+    sweeps = sweep_plans(cases, gpu, calibration, launch_mode) if plan_sweep else []
+    if sweeps:
+        _print_table(_sweep_rows(sweeps), f"the plan beside its neighbours (modeled on {gpu.name})")
     if json_path:
         document = profile_document(profiles, gpu, calibration)
+        if plan_sweep:
+            document["plan_sweep"] = [s.to_json() for s in sweeps]
         for entry in document["cases"]:
             entry["counters_source"] = sources[entry["case"]]
             entry["sanitizer"] = sanitized.get(entry["case"])

@@ -16,6 +16,7 @@ import torch
 from ddbench.backends.cuda_kernel import CudaKernelBackend
 from ddbench.device.cases import suite_cases
 from ddbench.inputs import generate_inputs
+from ddbench.kernel.plan_variants import plan_variants
 from ddbench.runner.timing import measure_backends
 from ddbench.suite import Case
 from ddbench.timing.settings import TimingSettings
@@ -23,21 +24,12 @@ from ddbench.timing.settings import TimingSettings
 SWEEP_SUITE = "suites/model-report.json"
 SWEEP_CASES = ("q9-p4096", "q9-p32768", "q9-p131072", "q65-p4096", "bs16", "dsv3")
 SETTINGS = TimingSettings(mode="graph-cold-l2", max_seconds=1.5, target_rel_noise=0.02, input_sets=1)
-CTA_FACTORS = (1, 2, 4, 8, 16, 32)  # CTAs per row tile, beside the plan's choice
 
 
 def variants(row_tiles: int, sms: int) -> Iterator[tuple[str, CudaKernelBackend]]:
-    """The plan, then whole row tiles, then balanced ranges over more CTAs, 32-row tiles, clusters."""
-    yield "plan", CudaKernelBackend()
-    yield "whole", CudaKernelBackend(whole_row_tiles=True)
-    counts = sorted({row_tiles * f for f in CTA_FACTORS} | {sms, 2 * sms})
-    for ctas in counts:
-        if row_tiles < ctas <= 4 * sms:
-            yield f"ctas={ctas}", CudaKernelBackend(ctas=ctas)
-    yield "rows=32", CudaKernelBackend(row_groups=2)
-    per_wave = sms // (8 * row_tiles) * 8 * row_tiles  # every row tile in clusters of 8, one wave
-    if per_wave:
-        yield f"ctas={per_wave},cluster=8", CudaKernelBackend(ctas=per_wave, cluster=8)
+    """The plan, then whole row tiles, balanced ranges over more CTAs, 32- and 48-row tiles, clusters."""
+    for name, options in plan_variants(row_tiles, sms):
+        yield name, CudaKernelBackend(**options)  # type: ignore[arg-type]
 
 
 def _sweep_case(case: Case) -> dict[str, Any]:

@@ -39,11 +39,17 @@ def would_be_sampled(case: Case) -> bool:
     return emulation_work(case) > SAMPLE_ABOVE
 
 
-def emulated_counters(case: Case, gpu: GpuSpec, sanitize: bool = True) -> Mapping[str, Any]:
+def emulated_counters(
+    case: Case, gpu: GpuSpec, sanitize: bool = True, plan_options: Mapping[str, int | bool] | None = None
+) -> Mapping[str, Any]:
     """The counters document of one counted launch; with `sanitize`, the same launch under racecheck and
-    memcheck, its findings under `"sanitizer"` (of the CTAs that ran, in a sampled run)."""
+    memcheck, its findings under `"sanitizer"` (of the CTAs that ran, in a sampled run). `plan_options`
+    forces parts of the plan (CudaEmuBackend's: ctas, whole_row_tiles, row_groups, cluster, final_merge)."""
     backend = CudaEmuBackend(
-        sm_count=gpu.sms, dram_pace=dram_pace_of(gpu.name), max_clusters=max_clusters_of(gpu.name)
+        sm_count=gpu.sms,
+        dram_pace=dram_pace_of(gpu.name),
+        max_clusters=max_clusters_of(gpu.name),
+        **(plan_options or {}),  # type: ignore[arg-type]
     )
     status = backend.availability()
     if not status.ok:

@@ -1,0 +1,27 @@
+"""Launches beside the plan's choice: what a sweep times on a GPU (ddbench/device/plan_sweep.py) or models on
+the CPU (ddbench/runner/model_plan_sweep.py), so that a plan (ddbench/kernel/plan.py) that loses to a
+neighbour shows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+CTA_FACTORS = (1, 2, 4, 8, 16, 32)  # CTAs per row tile
+MAX_WAVES = 4
+CLUSTER = 8
+
+
+def plan_variants(row_tiles: int, sms: int) -> Iterator[tuple[str, dict[str, int | bool]]]:
+    """Each variant's name and the plan options it forces (the launch's keyword arguments): the plan itself,
+    whole row tiles, balanced ranges over the row tiles' multiples and over one and two waves (up to
+    MAX_WAVES), 32- and 48-row CTAs, and every row tile in clusters of 8 in one wave (the final merge)."""
+    yield "plan", {}
+    yield "whole", {"whole_row_tiles": True}
+    for ctas in sorted({row_tiles * f for f in CTA_FACTORS} | {sms, 2 * sms}):
+        if row_tiles < ctas <= MAX_WAVES * sms:
+            yield f"ctas={ctas}", {"ctas": ctas}
+    yield "rows=32", {"row_groups": 2}
+    yield "rows=48", {"row_groups": 3}
+    per_wave = sms // (CLUSTER * row_tiles) * CLUSTER * row_tiles
+    if per_wave:
+        yield f"ctas={per_wave},cluster={CLUSTER}", {"ctas": per_wave, "cluster": CLUSTER}

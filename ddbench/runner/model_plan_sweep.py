@@ -1,0 +1,93 @@
+"""The launch plan against the model: each case modeled at the plan's choice and beside it (the variants of
+ddbench/kernel/plan_variants.py, the same a GPU's sweep times), so that a plan that loses to a neighbour in
+the model shows without a GPU. Every figure is modeled; each variant costs one emulated launch."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ddbench.backends.cuda_emu import CudaEmuBackend
+from ddbench.inputs import generate_inputs
+from ddbench.kernel.plan import LaunchPlan, dram_pace_of, max_clusters_of
+from ddbench.kernel.plan_variants import plan_variants
+from ddbench.model.calibration import Calibration
+from ddbench.model.floor import CaseShape
+from ddbench.model.gpus import GpuSpec
+from ddbench.model.profile import profile_case
+from ddbench.runner.emulated_counters import emulated_counters
+from ddbench.runner.model_profiles import registers_of, sass_of
+from ddbench.suite.model import Case
+
+
+@dataclass(frozen=True)
+class PlanSweep:
+    case: str
+    plan: str  # the plan's launch, in words
+    modeled_us: dict[str, float] = field(default_factory=dict)  # variant -> modeled µs
+    refused: dict[str, str] = field(default_factory=dict)  # variant -> why the plan refused it
+
+    @property
+    def fastest(self) -> str:
+        return min(self.modeled_us, key=lambda name: self.modeled_us[name])
+
+    @property
+    def gain(self) -> float:
+        """The share of the plan's modeled time its fastest neighbour saves (0 where the plan is fastest)."""
+        plan = self.modeled_us["plan"]
+        return 1.0 - self.modeled_us[self.fastest] / plan if plan > 0 else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "case": self.case,
+            "plan": self.plan,
+            "modeled_us": self.modeled_us,
+            "refused": self.refused,
+            "fastest": self.fastest,
+            "modeled_gain": self.gain,
+        }
+
+
+def describe(plan: LaunchPlan) -> str:
+    if plan.whole_row_tiles:
+        return f"{plan.ctas} CTAs of {plan.block_m} rows, whole row tiles"
+    merge = "final merge" if plan.final_merge else "combine"
+    clusters = f", clusters of {plan.cluster}" if plan.cluster > 1 else ""
+    return f"{plan.ctas} CTAs of {plan.block_m} rows{clusters}, {merge}"
+
+
+def sweep_plan(
+    case: Case, gpu: GpuSpec, calibration: Calibration, launch_mode: str, registers: Mapping[str, int] | None
+) -> PlanSweep:
+    """The case modeled at every variant the plan accepts (a variant it refuses, e.g. CTAs that do not
+    divide into clusters, is named with the reason)."""
+    planner = CudaEmuBackend(
+        sm_count=gpu.sms, dram_pace=dram_pace_of(gpu.name), max_clusters=max_clusters_of(gpu.name)
+    )
+    plan = planner.marshaled_launch(generate_inputs(case, torch.device("cpu"))).plan
+    sass = sass_of(gpu.arch)
+    result = PlanSweep(case.id, describe(plan))
+    for name, options in plan_variants(plan.row_tiles * case.batch_size, gpu.sms):
+        try:
+            counters = emulated_counters(case, gpu, sanitize=False, plan_options=options)
+        except ValueError as err:  # the plan refuses the forced shape
+            result.refused[name] = str(err)
+            continue
+        profile = profile_case(
+            case.id, CaseShape.of(case), counters, gpu, registers, calibration, launch_mode, sass
+        )
+        us = profile.launch.modeled_us
+        if math.isfinite(us):
+            result.modeled_us[name] = us
+    return result
+
+
+def sweep_plans(
+    cases: list[Case], gpu: GpuSpec, calibration: Calibration, launch_mode: str
+) -> list[PlanSweep]:
+    registers = registers_of(gpu.arch)
+    return [sweep_plan(case, gpu, calibration, launch_mode, registers) for case in cases]

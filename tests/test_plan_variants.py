@@ -1,0 +1,22 @@
+"""The launches a plan sweep tries beside the plan's choice (on a GPU or in the model)."""
+
+from __future__ import annotations
+
+from ddbench.kernel.plan_variants import MAX_WAVES, plan_variants
+
+
+def test_the_variants_are_the_plan_whole_tiles_cta_counts_both_widths_and_clusters():
+    named = dict(plan_variants(row_tiles=2, sms=132))
+    assert list(named)[:2] == ["plan", "whole"]
+    assert named["plan"] == {} and named["whole"] == {"whole_row_tiles": True}
+    counts = sorted(o["ctas"] for n, o in named.items() if n.startswith("ctas=") and "cluster" not in o)
+    assert counts == [4, 8, 16, 32, 64, 132, 264]  # the row tiles' multiples, one and two waves
+    assert named["rows=32"] == {"row_groups": 2} and named["rows=48"] == {"row_groups": 3}
+    assert named["ctas=128,cluster=8"] == {"ctas": 128, "cluster": 8}  # 8 a row tile, in one wave
+
+
+def test_no_variant_takes_more_than_the_waves_allowed_or_clusters_past_a_wave():
+    named = dict(plan_variants(row_tiles=40, sms=132))
+    assert all(o["ctas"] <= MAX_WAVES * 132 for o in named.values() if "ctas" in o)
+    assert not any("cluster" in o for o in named.values())  # 8 x 40 CTAs > a wave
+    assert "ctas=1280" not in named and "ctas=320" in named
