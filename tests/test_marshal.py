@@ -425,12 +425,14 @@ def test_two_combine_halves_where_row_tiles_have_many_parts():
     assert plan_launch(1, 8, 9, 32777).combine_threads == 256
 
 
-def test_48_rows_for_long_launches_only():
+def test_48_rows_for_long_launches_and_whole_tiles_that_take_fewer_waves():
     assert plan_launch(1, 8, 9, 4096 + 9).row_groups == 2  # 387 units on 188 SMs: more, smaller CTAs
     assert plan_launch(1, 8, 9, 32768 + 9).row_groups == 3  # 3,075 units: each KV tile serves 48 rows
     assert plan_launch(1, 8, 65, 4096 + 65).row_groups == 3
     assert plan_launch(1, 8, 8, 32768 + 8).row_groups == 2  # 64 rows: 2 tiles either way, 96 rows at 48
-    assert plan_launch(16, 16, 65, 16 * 193).row_groups == 2  # 528 whole 32-row tiles: 2.8 waves, no parts
+    # whole row tiles take the width of fewest waves times rows: 352 of 48 in 2 waves, not 528 of 32 in 3
+    assert plan_launch(16, 16, 65, 16 * 193).row_groups == 3
+    assert plan_launch(16, 16, 65, 16 * 193, row_groups=2).row_groups == 2  # unless forced
     with pytest.raises(ValueError, match="row_groups must be 2 or 3"):
         plan_launch(1, 8, 9, 100, row_groups=4)
 
@@ -450,7 +452,7 @@ def test_a_launch_past_32_bit_work_units_is_refused():
         (4, 8, 33, 1024, 188, 180, False),  # 1197 units: one wave, 5 CTAs to each of the 36 row tiles
         (1, 16, 65, 4096, 188, 176, False),  # 22 row tiles of 48 rows, 8 CTAs each
         (64, 8, 9, 1000, 188, 188, False),  # 128 48-row tiles: balanced ranges use every SM
-        (16, 16, 65, 128, 188, 528, True),  # 528 row tiles, 2.8 waves: whole beats parts
+        (16, 16, 65, 128, 188, 352, True),  # whole: 352 row tiles of 48 in 2 waves, not 528 of 32 in 3
         (1, 128, 1, 100, 188, 4, True),  # 4 row tiles of 4 key tiles
         (4, 16, 64, 128, 188, 128, True),  # 128 row tiles of 6 tiles: 188 ranges would save 1.9 tiles a CTA
         (1, 8, 9, 4096, 16, 16, False),  # a small GPU
@@ -471,10 +473,10 @@ def test_plan_bounds():
     ):
         keys = batch * (prefix + q_len)
         plan = plan_launch(batch, heads, q_len, keys, sm_count)
-        row_tiles = batch * plan.row_tiles
-        units = plan.row_tiles * -(-keys // BLOCK_N)
-        shape = (batch, heads, q_len, prefix)
         split = plan_launch(batch, heads, q_len, keys, sm_count, whole_row_tiles=False)
+        row_tiles = batch * split.row_tiles  # the width the choice is made at
+        units = split.row_tiles * -(-keys // BLOCK_N)
+        shape = (batch, heads, q_len, prefix)
         # the key tiles per CTA that balanced ranges would save over whole row tiles in their waves, against
         # the combine's fixed cost and its rows over the SMs (no DRAM pace given: the parts are not counted,
         # and no clusters merge in the verify kernel)
@@ -484,8 +486,11 @@ def test_plan_bounds():
             units <= MIN_TILES_PER_CTA * row_tiles or saved <= combine or row_tiles >= WHOLE_WAVES * sm_count
         )
         assert bool(plan.whole_row_tiles) == whole_wins, shape
-        if plan.whole_row_tiles:
-            assert plan.ctas == row_tiles, shape
+        if plan.whole_row_tiles:  # in the width that takes the fewest waves times rows, 48 on a tie
+            assert plan.ctas == batch * plan.row_tiles, shape
+            other = 5 - plan.row_groups
+            waves = {g: -(-batch * -(-q_len * heads // (16 * g)) // sm_count) * g for g in (2, 3)}
+            assert waves[plan.row_groups] < waves[other] or (waves[2] == waves[3] and plan.row_groups == 3)
         else:
             assert plan == split, shape
             assert min(sm_count, row_tiles) <= plan.ctas <= sm_count, shape  # one wave, no fewer than needed

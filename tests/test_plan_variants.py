@@ -20,3 +20,9 @@ def test_no_variant_takes_more_than_the_waves_allowed_or_clusters_past_a_wave():
     assert all(o["ctas"] <= MAX_WAVES * 132 for o in named.values() if "ctas" in o)
     assert not any("cluster" in o for o in named.values())  # 8 x 40 CTAs > a wave
     assert "ctas=1280" not in named and "ctas=320" in named
+
+
+def test_the_clusters_variant_keeps_to_what_the_gpu_runs_at_once():
+    assert dict(plan_variants(row_tiles=16, sms=132))["ctas=128,cluster=8"] == {"ctas": 128, "cluster": 8}
+    assert not any("cluster" in n for n in dict(plan_variants(row_tiles=16, sms=132, max_clusters=15)))
+    assert "ctas=64,cluster=8" in dict(plan_variants(row_tiles=4, sms=132, max_clusters=11))  # 2 a row tile

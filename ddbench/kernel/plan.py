@@ -68,15 +68,18 @@ PART_PASSES = 2
 # where many rows have few parts each: on the H200 those cases were modeled at 1.5x whole row tiles' time.
 COMBINE_ROW_TILES = 0.25
 # A split that would run in clusters, every row tile in whole clusters, is judged at the CTAs it would run
-# (a short split's clusters of 8 hold up to 8 a row tile, far more than its balanced count) and without the
-# combine's rows (modeled, graph: on the H200 the k26-verify bs1 and bs4 cases at prefix 127-129 with 2-15
-# row tiles of 5-6 key tiles (DDTree-8 to -32, EAGLE), whole row tiles -> clusters of 8 a row tile, 15.4-19.6
-# -> 13.2-13.7 µs; on the RTX PRO 6000 bs1 DDTree-16 and -32, 6.2-7.0 -> 4.8). Clusters that straddle row
-# tiles are judged at the balanced count, as before: at that count, whole row tiles beat them (H200 bs4 p127
-# chain-16, 16 row tiles: 120 CTAs straddling, 17.3 µs against 16.8 whole).
-# Whole row tiles run in waves, so they hold the rows (32 or 48) that take the fewest waves times rows a CTA
-# (modeled on the H200: bs16 q_len 33 x 8 heads, 144 row tiles of 32 in two waves 18.6 µs, 96 of 48 in one
-# 13.6; bs16 EAGLE-60 p127, 160 of 48 in two waves 52.2, 240 of 32 in two 37.2).
+# (a short split's clusters of 8 hold up to 8 a row tile, far more than its balanced count) and at what it
+# costs: the cluster's merge (CLUSTER_MERGE_TILES) and one part a cluster over DRAM where a row tile has
+# more than one, no combine (modeled, graph: on the H200 the k26-verify bs1 and bs4 cases at prefix 127-129
+# with 2-15 row tiles of 5-6 key tiles, whole row tiles -> clusters of 8 a row tile, 15.4-19.6 -> 13.2-13.7
+# µs; on the RTX PRO 6000 the bs1 and bs4 ones with 3-17 row tiles, 6.2-7.8 -> 4.8-4.9). Clusters that
+# straddle row tiles are judged at the balanced count and every CTA's part, as before: there whole row tiles
+# beat them (RTX PRO 6000 bs4 p127 Medusa-63, 64 row tiles: 96 CTAs straddling, 12.8 µs against 7.0 whole).
+# Whole row tiles run in waves, so they hold the rows (32 or 48) that take the fewest waves times rows a CTA,
+# 48 on a tie (fewer CTAs, each with its fixed cost; modeled, graph: on the H200 bs16 q_len 33 x 8 heads, 144
+# row tiles of 32 in two waves 18.6 µs, 96 of 48 in one 13.6; bs16 EAGLE-60 p127, 160 of 48 in two waves
+# 52.2, 240 of 32 in two 37.2; on the RTX PRO 6000 bs16 p4096 DDTree-64 on 16 heads, 528 of 32 in three
+# waves 520 µs, 352 of 48 in two 350).
 # 48-row CTAs once a launch has at least this many 32-row work units per CTA slot: each KV tile then serves
 # 48 rows, so the L2 traffic of many row tiles falls by a third, while a short launch is better served by
 # more, smaller CTAs (modeled on suites/model-report.json: bs1 q9 p4k, 2 units per slot, 8.6 µs at 32 rows
@@ -124,6 +127,7 @@ MAX_CLUSTER = 8
 # slower than the combine's CTA per row: only where clusters merge. Its list of parts lives in the stages.
 MAX_LISTED_CTAS = 2 * STAGE_BYTES // 4
 CLUSTER_FROM_TILES = 3.0
+CLUSTER_MERGE_TILES = 1.0  # a CTA's part of its cluster's merge, in its key tiles (see MAX_CLUSTER)
 CLUSTER_KEPT = 0.98
 # A split of fewer than ALIGN_FROM_TILES tiles a CTA still pays in clusters of 8 where the final merge then
 # saves the combine's launch (a graph node of ~1 µs, a stream launch of 2.5) and its pass
@@ -298,8 +302,12 @@ def plan_launch(
         combine_rows = 0 if merged_in_verify else batch_size * rows
         # the split as it would run where every row tile gets whole clusters (a short split's may hold many
         # more CTAs than `split`); clusters that straddle row tiles cost more than the count says
-        counted = clustered if clustered % (max(1, all_row_tiles) * cluster) == 0 else split
-        costs = _split_costs(counted, row_groups, dram_pace, combine_rows / slots)
+        in_whole_clusters = clustered % (max(1, all_row_tiles) * cluster) == 0
+        counted = clustered if in_whole_clusters else split
+        if in_whole_clusters and merged_in_verify:  # merged in the verify kernel
+            costs = _cluster_merge_costs(clustered, cluster, all_row_tiles, row_groups, dram_pace)
+        else:
+            costs = _split_costs(counted, row_groups, dram_pace, combine_rows / slots)
         whole_row_tiles = ctas is None and (
             units <= all_row_tiles * MIN_TILES_PER_CTA
             or _split_saves(units, all_row_tiles, counted, slots) <= costs
@@ -308,8 +316,8 @@ def plan_launch(
     if whole_row_tiles:
         if rows_chosen:  # whole row tiles run in waves: the rows a CTA holds times the waves they take
             row_groups = min(
-                (2, MAX_ROW_GROUPS), key=lambda g: -(-batch_size * row_tiles_of(rows, g) // slots) * g
-            )
+                (MAX_ROW_GROUPS, 2), key=lambda g: -(-batch_size * row_tiles_of(rows, g) // slots) * g
+            )  # 48 on a tie: fewer CTAs, each with its fixed cost
             row_tiles = row_tiles_of(rows, row_groups)
         return LaunchPlan(batch_size * row_tiles, max(1, row_tiles), row_tiles, row_groups)
     split = clustered
@@ -412,6 +420,15 @@ def _split_costs(split: int, row_groups: int, dram_pace: float | None, combine_r
     combine's rows (none where the verify kernel merges them: COMBINE_ROW_TILES)."""
     combine = COMBINE_ROW_TILES * combine_rows_per_slot
     return WHOLE_FIXED_TILES + _parts_tiles(split, row_groups, dram_pace) + combine
+
+
+def _cluster_merge_costs(
+    ctas: int, cluster: int, all_row_tiles: int, row_groups: int, dram_pace: float | None
+) -> float:
+    """What a split in whole clusters adds, in one CTA's key tiles: its cluster's merge (CLUSTER_MERGE_TILES)
+    and, where a row tile has more than one cluster, one part a cluster over DRAM for the final merge."""
+    parts = ctas // cluster if ctas > cluster * max(1, all_row_tiles) else 0
+    return CLUSTER_MERGE_TILES + _parts_tiles(parts, row_groups, dram_pace)
 
 
 def _paced_ctas(units: int, kv_tiles: int, row_groups: int, dram_pace: float) -> int:

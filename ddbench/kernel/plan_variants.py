@@ -11,10 +11,14 @@ MAX_WAVES = 4
 CLUSTER = 8
 
 
-def plan_variants(row_tiles: int, sms: int) -> Iterator[tuple[str, dict[str, int | bool]]]:
+def plan_variants(
+    row_tiles: int, sms: int, max_clusters: int | None = None
+) -> Iterator[tuple[str, dict[str, int | bool]]]:
     """Each variant's name and the plan options it forces (the launch's keyword arguments): the plan itself,
     whole row tiles, balanced ranges over the row tiles' multiples and over one and two waves (up to
-    MAX_WAVES), 32- and 48-row CTAs, and every row tile in clusters of 8 in one wave (the final merge)."""
+    MAX_WAVES), 32- and 48-row CTAs, and every row tile in clusters of 8 in one wave (the final merge), no
+    more clusters than `max_clusters` where given (what the GPU runs at once: the model runs every cluster of
+    a launch at once, a GPU runs the rest later)."""
     yield "plan", {}
     yield "whole", {"whole_row_tiles": True}
     for ctas in sorted({row_tiles * f for f in CTA_FACTORS} | {sms, 2 * sms}):
@@ -22,6 +26,9 @@ def plan_variants(row_tiles: int, sms: int) -> Iterator[tuple[str, dict[str, int
             yield f"ctas={ctas}", {"ctas": ctas}
     yield "rows=32", {"row_groups": 2}
     yield "rows=48", {"row_groups": 3}
-    per_wave = sms // (CLUSTER * row_tiles) * CLUSTER * row_tiles
+    per_row_tile = sms // (CLUSTER * row_tiles)
+    if max_clusters is not None:
+        per_row_tile = min(per_row_tile, max_clusters // row_tiles)
+    per_wave = per_row_tile * CLUSTER * row_tiles
     if per_wave:
         yield f"ctas={per_wave},cluster={CLUSTER}", {"ctas": per_wave, "cluster": CLUSTER}

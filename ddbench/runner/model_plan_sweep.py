@@ -65,13 +65,12 @@ def sweep_plan(
 ) -> PlanSweep:
     """The case modeled at every variant the plan accepts (a variant it refuses, e.g. CTAs that do not
     divide into clusters, is named with the reason)."""
-    planner = CudaEmuBackend(
-        sm_count=gpu.sms, dram_pace=dram_pace_of(gpu.name), max_clusters=max_clusters_of(gpu.name)
-    )
+    at_once = max_clusters_of(gpu.name)
+    planner = CudaEmuBackend(sm_count=gpu.sms, dram_pace=dram_pace_of(gpu.name), max_clusters=at_once)
     plan = planner.marshaled_launch(generate_inputs(case, torch.device("cpu"))).plan
     sass = sass_of(gpu.arch)
     result = PlanSweep(case.id, describe(plan))
-    for name, options in plan_variants(plan.row_tiles * case.batch_size, gpu.sms):
+    for name, options in plan_variants(plan.row_tiles * case.batch_size, gpu.sms, at_once):
         try:
             counters = emulated_counters(case, gpu, sanitize=False, plan_options=options)
         except ValueError as err:  # the plan refuses the forced shape
