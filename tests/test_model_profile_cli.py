@@ -249,7 +249,7 @@ def test_a_plan_sweep_names_the_variants_the_plan_refuses(monkeypatch):
     from ddbench.runner import model_plan_sweep
     from ddbench.runner.model_profiles import calibration_of
 
-    def two(row_tiles, sms):
+    def two(row_tiles, sms, max_clusters=None):
         yield "plan", {}
         yield "odd", {"ctas": 13, "cluster": 8}  # 13 CTAs do not divide into clusters of 8
 
