@@ -257,9 +257,9 @@ def plan_launch(
     max_clusters: int | None = None,
 ) -> LaunchPlan:
     """Whole row tiles, one per CTA (of the rows that take the fewest waves), where balanced ranges would
-    save less than they cost; else one
-    wave of CTAs, about MIN_TILES_PER_CTA key tiles or more each, never fewer CTAs than row tiles, and no
-    more than keep pace with DRAM where `dram_pace` (the GPU's, see DRAM_PACE_BY_DEVICE) is given.
+    save less than they cost; else one wave of CTAs, about MIN_TILES_PER_CTA key tiles or more each, never
+    fewer CTAs than row tiles, and no more than keep pace with DRAM where `dram_pace` (the GPU's, see
+    DRAM_PACE_BY_DEVICE) is given.
 
     `ctas` forces the number of CTAs (balanced ranges, with a combine); `whole_row_tiles` forces (True) or
     forbids (False) one CTA per whole row tile; `row_groups` forces 32 (2) or 48 (3) rows per CTA; `cluster`

@@ -38,7 +38,7 @@ class PlanSweep:
     @property
     def gain(self) -> float:
         """The share of the plan's modeled time its fastest neighbour saves (0 where the plan is fastest)."""
-        plan = self.modeled_us["plan"]
+        plan = self.modeled_us.get("plan", 0.0)
         return 1.0 - self.modeled_us[self.fastest] / plan if plan > 0 else 0.0
 
     def to_json(self) -> dict[str, Any]:
@@ -82,6 +82,8 @@ def sweep_plan(
         us = profile.launch.modeled_us
         if math.isfinite(us):
             result.modeled_us[name] = us
+        else:
+            result.refused[name] = f"the model gave {us} µs"
     return result
 
 
