@@ -722,3 +722,25 @@ def test_prepare_launch_workspace_only_when_row_tiles_are_split():
         x.batch_size, x.num_heads, x.max_len_extend, keys, dram_pace=DEFAULT_DRAM_PACE
     )
     assert isinstance(auto.kernel, KernelInputs)
+
+
+def test_a_short_split_in_whole_clusters_is_judged_as_it_runs():
+    """H200: 5 row tiles of 5 key tiles; the balanced split (7 CTAs) saves less than a combine costs, but in
+    clusters of 8 a row tile (40 CTAs, merged in the verify kernel) it saves more than their merge."""
+    plan = plan_launch(1, 8, 17, 127 + 17, 132, dram_pace=61.47, max_clusters=15)
+    assert (plan.ctas, plan.cluster, plan.final_merge, plan.whole_row_tiles) == (40, 8, True, 0)
+    # the same clusters without the final merge (a combine after them): judged as before, whole
+    forced = plan_launch(1, 8, 17, 127 + 17, 132, dram_pace=61.47, max_clusters=15, final_merge=False)
+    assert forced.whole_row_tiles == 5
+    # clusters that would straddle row tiles (64 of them: 96 CTAs) keep the balanced judgement: whole
+    assert plan_launch(4, 8, 64, 4 * (127 + 64), 188, dram_pace=20.21, max_clusters=22).whole_row_tiles == 16
+    # a final merge without clusters is no cluster merge: whole, as before
+    alone = plan_launch(1, 16, 48, 200 + 48, 188, dram_pace=20.21, cluster=1, final_merge=True)
+    assert alone.whole_row_tiles == 24
+
+
+def test_the_32_bit_bound_holds_at_the_width_whole_row_tiles_take():
+    """96 rows: 2 row tiles of 48 fit 32-bit units, the 3 of 32 that whole row tiles take do not."""
+    plan_launch(1, 6, 16, 25_600_000_000, whole_row_tiles=False, row_groups=3)
+    with pytest.raises(ValueError, match="more work units than 32 bits count"):
+        plan_launch(1, 6, 16, 25_600_000_000, whole_row_tiles=True)

@@ -26,3 +26,9 @@ def test_the_clusters_variant_keeps_to_what_the_gpu_runs_at_once():
     assert dict(plan_variants(row_tiles=16, sms=132))["ctas=128,cluster=8"] == {"ctas": 128, "cluster": 8}
     assert not any("cluster" in n for n in dict(plan_variants(row_tiles=16, sms=132, max_clusters=15)))
     assert "ctas=64,cluster=8" in dict(plan_variants(row_tiles=4, sms=132, max_clusters=11))  # 2 a row tile
+
+
+def test_ranges_and_clusters_keep_the_plans_width():
+    named = dict(plan_variants(row_tiles=96, sms=132, row_groups=3))
+    assert named["ctas=132"] == {"ctas": 132, "row_groups": 3}
+    assert named["whole"] == {"whole_row_tiles": True} and named["rows=32"] == {"row_groups": 2}

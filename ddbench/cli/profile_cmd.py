@@ -73,14 +73,14 @@ def _print(profiles: list[CaseProfile], title: str, instructions: int) -> None:
 def _sweep_rows(sweeps: list[PlanSweep]) -> list[dict[str, str]]:
     rows = []
     for sweep in sweeps:
-        fastest = sweep.fastest
+        fastest, figures = sweep.fastest, sweep.modeled_us
         rows.append(
             {
                 "case": sweep.case,
                 "plan": sweep.plan,
-                "plan µs": f"{sweep.modeled_us['plan']:.2f}",
-                "fastest": fastest,
-                "its µs": f"{sweep.modeled_us[fastest]:.2f}",
+                "plan µs": f"{figures['plan']:.2f}" if "plan" in figures else "refused",
+                "fastest": fastest or "-",
+                "its µs": f"{figures[fastest]:.2f}" if fastest else "-",
                 "saves": f"{100 * sweep.gain:.1f} %",
                 "refused": ", ".join(sweep.refused) or "-",
             }
@@ -249,7 +249,7 @@ def profile_command(
         stdout.print(f"[bold red]{escape(case_id)}[/]: {escape(verdict['summary'])}", highlight=False)
     if not modeled.registers_known:
         stdout.print("note: registers per thread unknown (no nvcc): occupancy ignores them", highlight=False)
-    sweeps = sweep_plans(cases, gpu, calibration, launch_mode) if plan_sweep else []
+    sweeps = sweep_plans(cases, gpu, calibration, launch_mode, registers_path) if plan_sweep else []
     if sweeps:
         _print_table(_sweep_rows(sweeps), f"the plan beside its neighbours (modeled on {gpu.name})")
     if json_path:

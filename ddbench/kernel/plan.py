@@ -67,25 +67,17 @@ PART_PASSES = 2
 # rows: 39.3 µs); RTX PRO 6000 0.29 (the same, 132 CTAs forced: 10.5 µs). Without it the split looked cheap
 # where many rows have few parts each: on the H200 those cases were modeled at 1.5x whole row tiles' time.
 COMBINE_ROW_TILES = 0.25
-# A split that would run in clusters, every row tile in whole clusters, is judged at the CTAs it would run
-# (a short split's clusters of 8 hold up to 8 a row tile, far more than its balanced count) and at what it
-# costs: the cluster's merge (CLUSTER_MERGE_TILES) and one part a cluster over DRAM where a row tile has
-# more than one, no combine (modeled, graph: on the H200 the k26-verify bs1 and bs4 cases at prefix 127-129
-# with 2-15 row tiles of 5-6 key tiles, whole row tiles -> clusters of 8 a row tile, 15.4-19.6 -> 13.2-13.7
-# µs; on the RTX PRO 6000 the bs1 and bs4 ones with 3-17 row tiles, 6.2-7.8 -> 4.8-4.9). Clusters that
-# straddle row tiles are judged at the balanced count and every CTA's part, as before: there whole row tiles
-# beat them (RTX PRO 6000 bs4 p127 Medusa-63, 64 row tiles: 96 CTAs straddling, 12.8 µs against 7.0 whole).
-# Whole row tiles run in waves, so they hold the rows (32 or 48) that take the fewest waves times rows a CTA,
-# 48 on a tie (fewer CTAs, each with its fixed cost; modeled, graph: on the H200 bs16 q_len 33 x 8 heads, 144
-# row tiles of 32 in two waves 18.6 µs, 96 of 48 in one 13.6; bs16 EAGLE-60 p127, 160 of 48 in two waves
-# 52.2, 240 of 32 in two 37.2; on the RTX PRO 6000 bs16 p4096 DDTree-64 on 16 heads, 528 of 32 in three
-# waves 520 µs, 352 of 48 in two 350).
 # 48-row CTAs once a launch has at least this many 32-row work units per CTA slot: each KV tile then serves
 # 48 rows, so the L2 traffic of many row tiles falls by a third, while a short launch is better served by
 # more, smaller CTAs (modeled on suites/model-report.json: bs1 q9 p4k, 2 units per slot, 8.6 µs at 32 rows
 # and 10.3 at 48; q65 p4k, 12 per slot, 26.1 and 23.2). Only where 48-row tiles pad no more rows than
 # 32-row ones: 64 rows (EAGLE-8 on 8 heads) are 2 tiles either way, 50 % more work at 48 (modeled on the
 # H200, shared-memory bound: bs1 p32k 26.6 -> 33.3 µs); 72 rows are 3 tiles of 32 or 2 of 48.
+# Whole row tiles run in waves, so they hold the rows (32 or 48) that take the fewest waves times rows a CTA,
+# 48 on a tie (fewer CTAs, each with its fixed cost; modeled, graph: on the H200 bs16 q_len 33 x 8 heads, 144
+# row tiles of 32 in two waves 18.6 µs, 96 of 48 in one 13.6; bs16 EAGLE-60 p127, 160 of 48 in two waves
+# 52.2, 240 of 32 in two 37.2; on the RTX PRO 6000 bs16 p4096 DDTree-64 on 16 heads, 528 of 32 in three
+# waves 520 µs, 352 of 48 in two 350).
 WIDE_UNITS_PER_SLOT = 8
 # A GPU's DRAM pace: the KV tiles its DRAM delivers while one SM multiplies one 16-row group with one tile
 # (S = QK^T, then PV: 144 and 128 mma.sync, 352 and 512 shared-memory wavefronts, each phase as long as the
@@ -127,6 +119,14 @@ MAX_CLUSTER = 8
 # slower than the combine's CTA per row: only where clusters merge. Its list of parts lives in the stages.
 MAX_LISTED_CTAS = 2 * STAGE_BYTES // 4
 CLUSTER_FROM_TILES = 3.0
+# A split that would run in clusters, every row tile in whole clusters, is judged at the CTAs it would run
+# (a short split's clusters of 8 hold up to 8 a row tile, far more than its balanced count) and at what it
+# costs: the cluster's merge (CLUSTER_MERGE_TILES) and one part a cluster over DRAM where a row tile has
+# more than one, no combine (modeled, graph: on the H200 the k26-verify bs1 and bs4 cases at prefix 127-129
+# with 2-15 row tiles of 5-6 key tiles, whole row tiles -> clusters of 8 a row tile, 15.4-19.6 -> 13.2-13.7
+# µs; on the RTX PRO 6000 the bs1 and bs4 ones with 3-17 row tiles, 6.2-7.8 -> 4.8-4.9). Clusters that
+# straddle row tiles are judged at the balanced count and every CTA's part, as before: there whole row tiles
+# beat them (RTX PRO 6000 bs4 p127 Medusa-63, 64 row tiles: 96 CTAs straddling, 12.8 µs against 7.0 whole).
 CLUSTER_MERGE_TILES = 1.0  # a CTA's part of its cluster's merge, in its key tiles (see MAX_CLUSTER)
 CLUSTER_KEPT = 0.98
 # A split of fewer than ALIGN_FROM_TILES tiles a CTA still pays in clusters of 8 where the final merge then
@@ -284,8 +284,7 @@ def plan_launch(
     row_tiles = row_tiles_of(rows, row_groups)
     all_row_tiles = batch_size * row_tiles
     units = estimated_units(row_tiles, total_keys)
-    if units >= 2**31:  # the kernel counts a request's units in 32 bits (this bounds them for any split)
-        raise ValueError(f"{row_tiles} row tiles x {total_keys} keys: more work units than 32 bits count")
+    _check_units(row_tiles, total_keys)
     split = (
         ctas
         if ctas is not None
@@ -300,11 +299,12 @@ def plan_launch(
     if whole_row_tiles is None:  # short row tiles, little saved by splitting, or waves without parts
         merged_in_verify = final_merge if final_merge is not None else cluster > 1
         combine_rows = 0 if merged_in_verify else batch_size * rows
-        # the split as it would run where every row tile gets whole clusters (a short split's may hold many
-        # more CTAs than `split`); clusters that straddle row tiles cost more than the count says
-        in_whole_clusters = clustered % (max(1, all_row_tiles) * cluster) == 0
-        counted = clustered if in_whole_clusters else split
-        if in_whole_clusters and merged_in_verify:  # merged in the verify kernel
+        # the split as it would run where every row tile gets whole clusters that merge in the verify kernel
+        # (a short split's may hold many more CTAs than `split`); clusters that straddle row tiles cost more
+        # than the count says, and a final merge without clusters more than a cluster's merge
+        in_clusters = cluster > 1 and merged_in_verify and clustered % (max(1, all_row_tiles) * cluster) == 0
+        counted = clustered if in_clusters else split
+        if in_clusters:
             costs = _cluster_merge_costs(clustered, cluster, all_row_tiles, row_groups, dram_pace)
         else:
             costs = _split_costs(counted, row_groups, dram_pace, combine_rows / slots)
@@ -319,6 +319,7 @@ def plan_launch(
                 (MAX_ROW_GROUPS, 2), key=lambda g: -(-batch_size * row_tiles_of(rows, g) // slots) * g
             )  # 48 on a tie: fewer CTAs, each with its fixed cost
             row_tiles = row_tiles_of(rows, row_groups)
+            _check_units(row_tiles, total_keys)
         return LaunchPlan(batch_size * row_tiles, max(1, row_tiles), row_tiles, row_groups)
     split = clustered
     if split % cluster:
@@ -330,6 +331,12 @@ def plan_launch(
         raise ValueError(f"the final merge lists at most {MAX_LISTED_CTAS} CTAs, not {split}")
     # a forced 0 CTAs: the launch refuses it
     return LaunchPlan(split, 0, row_tiles, row_groups, halves, cluster, final_merge)
+
+
+def _check_units(row_tiles: int, total_keys: int) -> None:
+    """The kernel counts a request's units in 32 bits (this bounds them for any split)."""
+    if estimated_units(row_tiles, total_keys) >= 2**31:
+        raise ValueError(f"{row_tiles} row tiles x {total_keys} keys: more work units than 32 bits count")
 
 
 def _cluster_choice(

@@ -12,18 +12,20 @@ CLUSTER = 8
 
 
 def plan_variants(
-    row_tiles: int, sms: int, max_clusters: int | None = None
+    row_tiles: int, sms: int, *, row_groups: int | None = None, max_clusters: int | None = None
 ) -> Iterator[tuple[str, dict[str, int | bool]]]:
     """Each variant's name and the plan options it forces (the launch's keyword arguments): the plan itself,
     whole row tiles, balanced ranges over the row tiles' multiples and over one and two waves (up to
-    MAX_WAVES), 32- and 48-row CTAs, and every row tile in clusters of 8 in one wave (the final merge), no
-    more clusters than `max_clusters` where given (what the GPU runs at once: the model runs every cluster of
-    a launch at once, a GPU runs the rest later)."""
+    MAX_WAVES), 32- and 48-row CTAs, and every row tile in clusters of 8 in one wave (the final merge).
+    `row_tiles` are the plan's, at its width `row_groups`, which the ranges and clusters then keep (a whole
+    plan's width may not be the one a split would take). `max_clusters`: no more clusters than that (what the
+    GPU runs at once; the model runs every cluster of a launch at once, a GPU runs the rest later)."""
+    width: dict[str, int | bool] = {} if row_groups is None else {"row_groups": row_groups}
     yield "plan", {}
     yield "whole", {"whole_row_tiles": True}
     for ctas in sorted({row_tiles * f for f in CTA_FACTORS} | {sms, 2 * sms}):
         if row_tiles < ctas <= MAX_WAVES * sms:
-            yield f"ctas={ctas}", {"ctas": ctas}
+            yield f"ctas={ctas}", {"ctas": ctas, **width}
     yield "rows=32", {"row_groups": 2}
     yield "rows=48", {"row_groups": 3}
     per_row_tile = sms // (CLUSTER * row_tiles)
@@ -31,4 +33,4 @@ def plan_variants(
         per_row_tile = min(per_row_tile, max_clusters // row_tiles)
     per_wave = per_row_tile * CLUSTER * row_tiles
     if per_wave:
-        yield f"ctas={per_wave},cluster={CLUSTER}", {"ctas": per_wave, "cluster": CLUSTER}
+        yield f"ctas={per_wave},cluster={CLUSTER}", {"ctas": per_wave, "cluster": CLUSTER, **width}

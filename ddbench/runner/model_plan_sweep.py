@@ -33,7 +33,8 @@ class PlanSweep:
 
     @property
     def fastest(self) -> str:
-        return min(self.modeled_us, key=lambda name: self.modeled_us[name])
+        """The variant of least modeled time ("plan" on a tie; "" where none was modeled)."""
+        return min(self.modeled_us, key=lambda name: self.modeled_us[name], default="")
 
     @property
     def gain(self) -> float:
@@ -70,7 +71,8 @@ def sweep_plan(
     plan = planner.marshaled_launch(generate_inputs(case, torch.device("cpu"))).plan
     sass = sass_of(gpu.arch)
     result = PlanSweep(case.id, describe(plan))
-    for name, options in plan_variants(plan.row_tiles * case.batch_size, gpu.sms, at_once):
+    row_tiles = plan.row_tiles * case.batch_size
+    for name, options in plan_variants(row_tiles, gpu.sms, row_groups=plan.row_groups, max_clusters=at_once):
         try:
             counters = emulated_counters(case, gpu, sanitize=False, plan_options=options)
         except ValueError as err:  # the plan refuses the forced shape
@@ -88,7 +90,13 @@ def sweep_plan(
 
 
 def sweep_plans(
-    cases: list[Case], gpu: GpuSpec, calibration: Calibration, launch_mode: str
+    cases: list[Case],
+    gpu: GpuSpec,
+    calibration: Calibration,
+    launch_mode: str,
+    registers_path: str | None = None,
 ) -> list[PlanSweep]:
-    registers = registers_of(gpu.arch)
+    """Every case's sweep, with the registers the profile models with (`registers_path`: a kernel-check
+    report, as `--registers` gives)."""
+    registers = registers_of(gpu.arch, registers_path)
     return [sweep_plan(case, gpu, calibration, launch_mode, registers) for case in cases]
