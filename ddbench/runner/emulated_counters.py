@@ -39,18 +39,24 @@ def would_be_sampled(case: Case) -> bool:
     return emulation_work(case) > SAMPLE_ABOVE
 
 
-def emulated_counters(
-    case: Case, gpu: GpuSpec, sanitize: bool = True, plan_options: Mapping[str, int | bool] | None = None
-) -> Mapping[str, Any]:
-    """The counters document of one counted launch; with `sanitize`, the same launch under racecheck and
-    memcheck, its findings under `"sanitizer"` (of the CTAs that ran, in a sampled run). `plan_options`
-    forces parts of the plan (CudaEmuBackend's: ctas, whole_row_tiles, row_groups, cluster, final_merge)."""
-    backend = CudaEmuBackend(
+def emulation_for(gpu: GpuSpec, plan_options: Mapping[str, int | bool] | None = None) -> CudaEmuBackend:
+    """The emulation, its launches planned as on `gpu` (its SMs, DRAM pace and clusters at once), with
+    `plan_options` forced (CudaEmuBackend's: ctas, whole_row_tiles, row_groups, cluster, final_merge)."""
+    return CudaEmuBackend(
         sm_count=gpu.sms,
         dram_pace=dram_pace_of(gpu.name),
         max_clusters=max_clusters_of(gpu.name),
         **(plan_options or {}),  # type: ignore[arg-type]
     )
+
+
+def emulated_counters(
+    case: Case, gpu: GpuSpec, sanitize: bool = True, plan_options: Mapping[str, int | bool] | None = None
+) -> Mapping[str, Any]:
+    """The counters document of one counted launch (`plan_options`: see emulation_for); with `sanitize`, the
+    same launch under racecheck and memcheck, its findings under `"sanitizer"` (of the CTAs that ran, in a
+    sampled run)."""
+    backend = emulation_for(gpu, plan_options)
     status = backend.availability()
     if not status.ok:
         raise BackendUnavailable(f"profile: unavailable: {status.detail}")

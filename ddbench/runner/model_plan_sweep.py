@@ -11,15 +11,14 @@ from typing import Any
 
 import torch
 
-from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.inputs import generate_inputs
-from ddbench.kernel.plan import LaunchPlan, dram_pace_of, max_clusters_of
+from ddbench.kernel.plan import LaunchPlan
 from ddbench.kernel.plan_variants import plan_variants
 from ddbench.model.calibration import Calibration
 from ddbench.model.floor import CaseShape
 from ddbench.model.gpus import GpuSpec
 from ddbench.model.profile import profile_case
-from ddbench.runner.emulated_counters import emulated_counters
+from ddbench.runner.emulated_counters import emulated_counters, emulation_for
 from ddbench.runner.model_profiles import registers_of, sass_of
 from ddbench.suite.model import Case
 
@@ -66,13 +65,14 @@ def sweep_plan(
 ) -> PlanSweep:
     """The case modeled at every variant the plan accepts (a variant it refuses, e.g. CTAs that do not
     divide into clusters, is named with the reason)."""
-    at_once = max_clusters_of(gpu.name)
-    planner = CudaEmuBackend(sm_count=gpu.sms, dram_pace=dram_pace_of(gpu.name), max_clusters=at_once)
+    planner = emulation_for(gpu)
     plan = planner.marshaled_launch(generate_inputs(case, torch.device("cpu"))).plan
     sass = sass_of(gpu.arch)
     result = PlanSweep(case.id, describe(plan))
     row_tiles = plan.row_tiles * case.batch_size
-    for name, options in plan_variants(row_tiles, gpu.sms, row_groups=plan.row_groups, max_clusters=at_once):
+    for name, options in plan_variants(
+        row_tiles, gpu.sms, row_groups=plan.row_groups, max_clusters=planner.max_clusters
+    ):
         try:
             counters = emulated_counters(case, gpu, sanitize=False, plan_options=options)
         except ValueError as err:  # the plan refuses the forced shape
