@@ -302,11 +302,12 @@ def test_a_combine_over_more_requests_than_a_warp_has_lanes(fp64):
     assert not torch.equal(out, emu_with(1).run(x))  # the parts really were merged, not written whole
 
 
-def test_a_combine_lists_a_row_tile_of_more_ctas_than_threads_in_chunks(fp64):
+def test_a_combine_lists_a_row_tile_of_more_ctas_than_threads(fp64):
     """Two requests of 501 key tiles on 600 CTAs in clusters of 8, merged by the two-half combine (256
-    threads): each row tile spans 300 CTAs, listed in two chunks, and the second row tile's chunk edge (CTA
-    556) falls inside a merging cluster, whose later CTAs hold no part: the parts after it must keep their
-    places (they were listed 3 places early, outside the list, before parts_before knew such a c)."""
+    threads): each row tile spans 300 CTAs, listed in two passes of the threads, and the second row tile's
+    pass edge (CTA 556) falls inside a merging cluster, whose later CTAs hold no part: the parts after it
+    must keep their places (they were listed 3 places early, outside the list, before parts_before knew such
+    a c)."""
     x = generate_inputs(make_case(batch_size=2, prefix=[16000, 16000], tree={"kind": "chain", "length": 4}))
     backend = CudaEmuBackend(ctas=600, cluster=8, final_merge=False)
     plan = backend.marshaled_launch(x).plan
@@ -317,12 +318,11 @@ def test_a_combine_lists_a_row_tile_of_more_ctas_than_threads_in_chunks(fp64):
     assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP, f
 
 
-def test_a_one_half_combine_weighs_ctas_without_a_part_at_zero_in_every_chunk(fp64):
+def test_a_one_half_combine_lists_only_the_ctas_that_hold_a_part(fp64):
     """A long request beside seven short ones on 600 CTAs (more than the 289 units) in clusters of 8: its row
-    tile spans 584 CTAs, listed by one half (the row tiles' average is few parts) in five chunks, half of them
-    CTAs without a part (empty ranges). Such a CTA keeps the LSE of the part it held in an earlier chunk; the
-    merge reads every listed weight, so a CTA without a part must be listed at weight 0 (listed at that stale
-    LSE's weight, the output was 111 row-ULP off)."""
+    tile spans 584 CTAs, listed by one half (the row tiles' average is few parts) in five passes, half of them
+    CTAs without a part (empty ranges). Only the parts are listed, in CTA order (an earlier combine listed
+    every CTA and weighed one without a part at a stale LSE: the output was 111 row-ULP off)."""
     x = generate_inputs(make_case(batch_size=8, prefix=[9000] + [0] * 7, tree={"kind": "chain", "length": 4}))
     backend = CudaEmuBackend(ctas=600, cluster=8, final_merge=False)
     launch = backend.marshaled_launch(x)
@@ -543,6 +543,29 @@ def test_the_emulation_reports_a_bad_launch_instead_of_crashing(monkeypatch):
         emu_with(5).run(x)
 
 
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("combine_rows", 0, "combine_rows must be 1 to 64, not 0"),
+        ("combine_rows", 65, "combine_rows must be 1 to 64, not 65"),
+        ("ctas", 18689, "a split row tile's merge lists at most 18688 CTAs, not 18689"),
+    ],
+)
+def test_the_emulated_launcher_refuses_a_combine_it_cannot_run(monkeypatch, field, value, message):
+    """What the plan refuses, the launcher refuses too (a caller may build a plan by hand): rows a combine
+    CTA merges outside 1-64, and more CTAs than a row tile's list of parts holds."""
+    x = generate_inputs(make_case(prefix=21, tree={"kind": "ddtree", "budget": 8}))
+    real = launch_module.prepare_launch
+
+    def forced(inputs, **kw):
+        launch = real(inputs, **kw)
+        return dataclasses.replace(launch, plan=dataclasses.replace(launch.plan, **{field: value}))
+
+    monkeypatch.setattr(cuda_emu_module, "prepare_launch", forced)
+    with pytest.raises(KernelEmulationError, match=message):
+        emu_with(5).run(x)
+
+
 # ---------------------------------------------------------------- prepare, then launch
 
 
@@ -661,6 +684,29 @@ def test_the_fp16_parts_keep_their_precision_whatever_the_range(fp64, label, inp
     f = parity_figures(out, truth)
     assert bool(out.isfinite().all())
     assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP and f.max_channel_ulp <= 1.5, f
+
+
+@pytest.mark.parametrize("combine_rows", [2, 5, 16, 64])
+def test_a_combine_cta_of_many_rows_merges_them_as_one_of_one_row_does(combine_rows):
+    """A ragged batch whose requests' rows (17 x 8, 1 x 8, 17 x 8) are no multiple of 5 or 16 and whose row
+    tiles are 48 rows: a combine CTA of R rows crosses row tiles and requests (a segment each), and its warps
+    each merge a row with the same arithmetic a half merged it with: the bits of one row a CTA."""
+    x = merge(
+        [
+            generate_inputs(make_case(prefix=700, tree={"kind": "ddtree", "budget": 16})),
+            generate_inputs(make_case(prefix=45, tree={"kind": "chain", "length": 1})),
+            generate_inputs(make_case(prefix=300, tree={"kind": "ddtree", "budget": 16})),
+        ]
+    )
+    one = CudaEmuBackend(ctas=40, row_groups=3, combine_rows=1)
+    many = CudaEmuBackend(ctas=40, row_groups=3, combine_rows=combine_rows)
+    plan = many.marshaled_launch(x).plan
+    assert (plan.combines, plan.combine_halves, plan.combine_rows) == (True, 1, combine_rows), plan
+    lse_one, lse_many = lse_buffer(x), lse_buffer(x)
+    out_one = one.run(x, lse=lse_one).clone()
+    out_many = many.run(x, lse=lse_many).clone()
+    assert not bool(poisoned_mask(out_many).any())
+    assert torch.equal(out_one, out_many) and torch.equal(lse_one, lse_many)
 
 
 @pytest.mark.parametrize(("ctas", "halves"), [(8, 1), (40, 2)])

@@ -425,6 +425,25 @@ def test_two_combine_halves_where_row_tiles_have_many_parts():
     assert plan_launch(1, 8, 9, 32777).combine_threads == 256
 
 
+def test_a_combine_cta_merges_as_many_rows_as_leave_one_and_a_half_ctas_an_sm():
+    h200 = {"sm_count": 132, "dram_pace": dram_pace_of("NVIDIA H200"), "max_clusters": 15}
+    rows_of = {
+        (1, 8, 65, 4096 + 65): 2,  # 520 rows: 260 CTAs of 2 (396 and more), not 130 of 4
+        (16, 8, 9, 16 * (4096 + 9)): 4,  # 1,152 rows: 288 CTAs of 4
+        (4, 16, 65, 4 * (4096 + 65)): 16,  # 4,160 rows: 260 of 16, the most a plan takes
+        (1, 8, 9, 32768 + 9): 1,  # two halves share a row of many parts
+    }
+    for shape, rows in rows_of.items():
+        plan = plan_launch(*shape, **h200)
+        assert plan.combines and plan.combine_rows == rows, (shape, plan)
+    assert plan_launch(1, 8, 65, 4096 + 65, combine_rows=48, **h200).combine_rows == 48  # forced
+    for bad in (0, 65):
+        with pytest.raises(ValueError, match=f"combine_rows must be 1 to 64, not {bad}"):
+            plan_launch(1, 8, 65, 4096 + 65, combine_rows=bad)
+    with pytest.raises(ValueError, match="a split row tile's merge lists at most 18688 CTAs, not 18689"):
+        plan_launch(1, 8, 9, 10_000_000, ctas=18689, final_merge=False)
+
+
 def test_48_rows_for_long_launches_and_whole_tiles_that_take_fewer_waves():
     assert plan_launch(1, 8, 9, 4096 + 9).row_groups == 2  # 387 units on 188 SMs: more, smaller CTAs
     assert plan_launch(1, 8, 9, 32768 + 9).row_groups == 3  # 3,075 units: each KV tile serves 48 rows

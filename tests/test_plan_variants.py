@@ -32,3 +32,16 @@ def test_ranges_and_clusters_keep_the_plans_width():
     named = dict(plan_variants(row_tiles=96, sms=132, row_groups=3))
     assert named["ctas=132"] == {"ctas": 132, "row_groups": 3}
     assert named["whole"] == {"whole_row_tiles": True} and named["rows=32"] == {"row_groups": 2}
+
+
+def test_a_combining_plan_is_also_tried_with_half_and_twice_its_combine_rows():
+    named = dict(plan_variants(row_tiles=11, sms=132, combine_rows=4))
+    assert named["combine_rows=2"] == {"combine_rows": 2} and named["combine_rows=8"] == {"combine_rows": 8}
+    assert list(named)[:3] == ["plan", "combine_rows=2", "combine_rows=8"]
+    assert [n for n in dict(plan_variants(row_tiles=11, sms=132, combine_rows=1)) if "combine" in n] == [
+        "combine_rows=2"
+    ]
+    assert [n for n in dict(plan_variants(row_tiles=11, sms=132, combine_rows=64)) if "combine" in n] == [
+        "combine_rows=32"
+    ]
+    assert not any("combine" in n for n in dict(plan_variants(row_tiles=11, sms=132)))  # no combine

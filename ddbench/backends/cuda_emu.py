@@ -93,12 +93,14 @@ class CudaEmuBackend:
         cluster: int | None = None,
         final_merge: bool | None = None,
         max_clusters: int | None = DEFAULT_MAX_CLUSTERS,
+        combine_rows: int | None = None,
     ) -> None:
         self.ctas = ctas  # None: the same plan as on a GPU (ddbench/kernel/plan.py)
         self.whole_row_tiles = whole_row_tiles
         self.row_groups = row_groups  # None: the plan's 32 or 48 rows per CTA
         self.cluster = cluster  # CTAs per thread-block cluster; None: the plan's (the emulation has clusters)
         self.final_merge = final_merge  # split row tiles merged in the verify kernel; None: the plan's
+        self.combine_rows = combine_rows  # rows a combine CTA merges; None: the plan's
         # The GPU the launch is planned for: its SMs (None: an RTX PRO 6000's), its DRAM pace (None: plan on
         # every SM) and the clusters of 8 it runs at once (None: no limit), see ddbench/kernel/plan.py;
         # profile sets all three.
@@ -123,7 +125,7 @@ class CudaEmuBackend:
         library.ddk_verify_emu.restype = ctypes.c_int
         library.ddk_verify_emu.argtypes = (
             [ctypes.c_void_p] * BUFFERS
-            + [ctypes.c_int] * 9
+            + [ctypes.c_int] * 10
             + [
                 ctypes.c_float,
                 ctypes.c_int,
@@ -134,7 +136,7 @@ class CudaEmuBackend:
         library.ddk_verify_emu_traced.restype = ctypes.c_int
         library.ddk_verify_emu_traced.argtypes = (
             [ctypes.c_void_p] * BUFFERS
-            + [ctypes.c_int] * 9
+            + [ctypes.c_int] * 10
             + [ctypes.c_float, ctypes.c_int, ctypes.c_int, ctypes.c_int]
             + [ctypes.POINTER(ctypes.c_int64)]
             + [ctypes.POINTER(ctypes.c_uint64)] * 2
@@ -163,6 +165,7 @@ class CudaEmuBackend:
             "row_groups": self.row_groups,
             "cluster": self.cluster,
             "final_merge": self.final_merge,
+            "combine_rows": self.combine_rows,
         }
 
     def marshaled_launch(self, inputs: VerifyInputs) -> PreparedLaunch:
@@ -320,6 +323,7 @@ class CudaEmuBackend:
             plan.whole_row_tiles,
             plan.row_groups,
             plan.combine_halves,
+            plan.combine_rows,
             plan.cluster,
             k.sm_scale,
         ]

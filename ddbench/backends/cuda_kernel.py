@@ -27,11 +27,13 @@ class CudaKernelBackend:
         whole_row_tiles: bool | None = None,
         row_groups: int | None = None,
         cluster: int | None = None,
+        combine_rows: int | None = None,
     ) -> None:
         self.ctas = ctas  # None: the plan's own choice (ddbench/kernel/plan.py)
         self.whole_row_tiles = whole_row_tiles
         self.row_groups = row_groups
         self.cluster = cluster  # CTAs per cluster; None: the plan's (clusters from sm_90 only)
+        self.combine_rows = combine_rows  # rows a combine CTA merges; None: the plan's
         self.last_plan: LaunchPlan | None = None  # the latest `prepare`'s (the device check's sweep)
         self._extension: ModuleType | None = None
         self._problem: str | None = None
@@ -87,6 +89,7 @@ class CudaKernelBackend:
             "ctas": self.ctas,
             "whole_row_tiles": self.whole_row_tiles,
             "row_groups": self.row_groups,
+            "combine_rows": self.combine_rows,
         }
         cluster = self.cluster if clusters else 1
         launch = prepare_launch(inputs, cluster=cluster, **plan_options)
@@ -117,6 +120,7 @@ class CudaKernelBackend:
             launch.plan.whole_row_tiles,
             launch.plan.row_groups,
             launch.plan.combine_halves,
+            launch.plan.combine_rows,
             launch.plan.cluster,
         )
 

@@ -27,11 +27,12 @@ SETTINGS = TimingSettings(mode="graph-cold-l2", max_seconds=1.5, target_rel_nois
 
 
 def variants(
-    row_tiles: int, sms: int, row_groups: int | None = None
+    row_tiles: int, sms: int, row_groups: int | None = None, combine_rows: int | None = None
 ) -> Iterator[tuple[str, CudaKernelBackend]]:
-    """The plan, then whole row tiles, balanced ranges over more CTAs, 32- and 48-row tiles, clusters (as
-    many as the GPU runs: the driver runs the rest later, and the timing shows it)."""
-    for name, options in plan_variants(row_tiles, sms, row_groups=row_groups):
+    """The plan, its combine's CTAs of other row counts, then whole row tiles, balanced ranges over more CTAs,
+    32- and 48-row tiles, clusters (as many as the GPU runs: the driver runs the rest later, and the timing
+    shows it)."""
+    for name, options in plan_variants(row_tiles, sms, row_groups=row_groups, combine_rows=combine_rows):
         yield name, CudaKernelBackend(**options)  # type: ignore[arg-type]
 
 
@@ -44,7 +45,8 @@ def _sweep_case(case: Case) -> dict[str, Any]:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     backends: dict[str, CudaKernelBackend] = {}
     checks: dict[str, Any] = {}
-    for name, backend in variants(row_tiles, sms, plan.row_groups if plan else None):
+    combine_rows = plan.combine_rows if plan and plan.combines else None
+    for name, backend in variants(row_tiles, sms, plan.row_groups if plan else None, combine_rows):
         try:
             out = backend.run(inputs).float()
         except Exception as err:  # a shape this plan refuses (e.g. CTAs not a multiple of the cluster)

@@ -57,6 +57,7 @@ def launch_for(
     cluster: int | None = None,
     final_merge: bool | None = None,
     max_clusters: int | None = DEFAULT_MAX_CLUSTERS,
+    combine_rows: int | None = None,
 ) -> PreparedLaunch:
     """The plan and workspace for already-marshaled inputs (the self-test's mutants marshal their own). The
     arrival counters are fresh zeros here; a GPU backend keeps its own, left zero by every launch."""
@@ -73,6 +74,7 @@ def launch_for(
         cluster,
         final_merge,
         max_clusters,
+        combine_rows,
     )
     ws_o = ws_lse = ws_scale = arrivals = None
     if plan.splits:

@@ -22,10 +22,9 @@ STAGE_BYTES = KV_TILE_BYTES + BLOCK_N * 16  # the same in shared memory, each ro
 SMEM_PER_GROUP_BYTES = 4 * GROUP_ROWS * BLOCK_N * 4 + 2 * GROUP_ROWS * 2 * 4  # partial S, 2 tiles' mask words
 SMEM_FIXED_BYTES = 2 * STAGE_BYTES + 2 * BLOCK_N * 4 + 192  # two stages, two tiles' slot indices, the CTA's
 # cursor and its parts for the final merge
-COMBINE_HALF = 128  # combine threads per half; a CTA of two halves merges every other part in each
-# a chunk's listed slots, weights and four scales (two halves' threads), the warps' largest LSE and parts,
-# half 1's sums
-COMBINE_SMEM_BYTES = (6 * 2 * COMBINE_HALF + 2 * 2 * COMBINE_HALF // 32 + 5 * COMBINE_HALF) * 4
+COMBINE_HALF = 128  # combine threads per half: a row each, or of a CTA's one row every other part each
+MAX_COMBINE_ROWS = 64  # rows a combine CTA merges at most
+COMBINE_FIXED_BYTES = 48 + 5 * COMBINE_HALF * 4  # the segment it merges, half 1's sums; then its parts' list
 # CTAs rounded to a multiple of the row tiles (up while the wave holds them, else down where that keeps
 # this share of them), and they hold this many key tiles each or more (fewer, and the tile a rounded range
 # may gain costs more than the parts it saves: bs1 q9 p4k, 4 tiles a CTA, modeled 8.2 -> 8.8 µs). In a
@@ -60,13 +59,26 @@ WHOLE_WAVES = 2
 # CTAs, 22.5 µs; 128 whole, 11.2; bs16 h8 q61: 256 whole row tiles in two waves, 30.8 -> 18.5).
 WHOLE_FIXED_TILES = 2.0
 PART_PASSES = 2
-# The combine kernel's cost per row it merges, in one CTA's key tiles on one SM: a CTA a row, whose four
-# warps each redo the row's index arithmetic (its place, its parts' CTAs: 64-bit divisions) whatever few parts
-# it merges. Modeled (graph), the combine's µs x SMs / rows over a 48-row CTA's µs a key tile: H200 0.28
-# (k26-verify bs16 EAGLE-60 p127, 7,680 rows of 2 parts: 64.5 µs) and 0.22 (tp4 bs16 DDTree-16 p128, 4,352
-# rows: 39.3 µs); RTX PRO 6000 0.29 (the same, 132 CTAs forced: 10.5 µs). Without it the split looked cheap
-# where many rows have few parts each: on the H200 those cases were modeled at 1.5x whole row tiles' time.
+# The combine kernel's cost per row it merges, in one CTA's key tiles on one SM. Fitted when the combine ran a
+# CTA a row whose warps each redid its index arithmetic (modeled, graph, the combine's µs x SMs / rows over a
+# 48-row CTA's µs a key tile, k26-verify bs16 EAGLE-60 p127, 7,680 rows of 2 parts: H200 0.28, 64.5 µs; RTX
+# PRO 6000 0.29 with 132 CTAs forced, 10.5 µs); without a cost the split looked cheap where many rows have
+# few parts each (on the H200 1.5x whole row tiles' time). The combine that merges rows a warp each and pays
+# the arithmetic once a CTA costs 0.17 there on the RTX PRO 6000 (6.0 µs) and 0.04 on the H200 (9.7 µs), but
+# at 0.15 or 0.2 the plan split 5-10 k26-verify cases it ran whole, and 7 of the 8 modeled slower (H200 bs4
+# p1k DDTree-64 on 16 heads 74.2 -> 87.0 µs, RTX PRO 6000 bs16 p4k EAGLE-60 164.2 -> 177.5): the split
+# costs more than its parts and combine say. Kept at 0.25.
 COMBINE_ROW_TILES = 0.25
+# Rows a combine CTA merges: finding their row tile and listing its parts (64-bit divisions) is paid once
+# for them, not once a row, while the combine keeps COMBINE_CTAS_PER_SLOT CTAs an SM or more to run its
+# rows' round trips side by side; powers of two up to PLANNED_COMBINE_ROWS. Where two halves share a row
+# (many parts), one row a CTA. Modeled on the H200 (graph, suites/model-report.json; the combine's µs at 1,
+# 2, 4, 8 and 16 rows): q65 p4k, 520 rows, 5.15 4.43 4.03 6.60 12.15; bs16 q9 p4k, 1,152 rows, 10.75 6.15
+# 6.15 7.10 8.05; DeepSeek-V3 bs4, 4,160 rows, 29.36 19.15 18.73 10.53 10.36 (the rule: 2, 4 and 16 rows;
+# one a CTA before, 8.23, 15.5 and 49.6 µs with the old combine); bs1 q9 p32k, 72 rows of 66 parts in two
+# halves, 5.03 at one row, 7.88 at two.
+COMBINE_CTAS_PER_SLOT = 1.5
+PLANNED_COMBINE_ROWS = 16
 # 48-row CTAs once a launch has at least this many 32-row work units per CTA slot: each KV tile then serves
 # 48 rows, so the L2 traffic of many row tiles falls by a third, while a short launch is better served by
 # more, smaller CTAs (modeled on suites/model-report.json: bs1 q9 p4k, 2 units per slot, 8.6 µs at 32 rows
@@ -162,6 +174,14 @@ def smem_bytes(row_groups: int) -> int:
 MAX_SMEM_BYTES = smem_bytes(MAX_ROW_GROUPS)  # the attribute the launch sets: 100,544
 
 
+def combine_smem_bytes(ctas: int) -> int:
+    """The combine kernel's dynamic shared memory: a row tile's list holds one part a CTA at most."""
+    return COMBINE_FIXED_BYTES + 4 * ctas
+
+
+COMBINE_SMEM_BYTES = combine_smem_bytes(MAX_LISTED_CTAS)  # the attribute the launch sets: the largest
+
+
 def _by_device(table: tuple[tuple[str, Any], ...], device_name: str) -> Any:
     """A table's figure for a GPU by the name it gives itself (its entry's needle in it), or None."""
     lowered = device_name.lower()
@@ -188,6 +208,7 @@ class LaunchPlan:
     combine_halves: int = 1  # 1 or 2: 128 or 256 combine threads per row
     cluster: int = 1  # CTAs per thread-block cluster (1: none); one inside a row tile merges its parts
     final_merge: bool = False  # split row tiles merged in the verify kernel by their last CTAs: no combine
+    combine_rows: int = 1  # rows a combine CTA merges (its row tiles' index arithmetic paid once for them)
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -255,6 +276,7 @@ def plan_launch(
     cluster: int | None = None,
     final_merge: bool | None = None,
     max_clusters: int | None = None,
+    combine_rows: int | None = None,
 ) -> LaunchPlan:
     """Whole row tiles, one per CTA (of the rows that take the fewest waves), where balanced ranges would
     save less than they cost; else one wave of CTAs, about MIN_TILES_PER_CTA key tiles or more each, never
@@ -267,10 +289,12 @@ def plan_launch(
     without `dram_pace`); `final_merge` forces (True) or forbids (False) merging split row tiles in the verify
     kernel, None: where clusters merge (see MAX_LISTED_CTAS); `max_clusters`: the clusters of MAX_CLUSTER CTAs
     the GPU runs at once (MAX_CLUSTERS_BY_DEVICE), which a chosen split in them does not exceed (None: no
-    limit).
+    limit); `combine_rows` forces the rows a combine CTA merges (1 to MAX_COMBINE_ROWS).
     """
     if cluster is not None and not 1 <= cluster <= MAX_CLUSTER:
         raise ValueError(f"cluster must be 1 to {MAX_CLUSTER} CTAs, not {cluster}")
+    if combine_rows is not None and not 1 <= combine_rows <= MAX_COMBINE_ROWS:
+        raise ValueError(f"combine_rows must be 1 to {MAX_COMBINE_ROWS}, not {combine_rows}")
     slots = max(1, sm_count * CTAS_PER_SM)
     rows = max_q_len * heads
     rows_chosen = row_groups is None
@@ -298,7 +322,7 @@ def plan_launch(
         clustered = split
     if whole_row_tiles is None:  # short row tiles, little saved by splitting, or waves without parts
         merged_in_verify = final_merge if final_merge is not None else cluster > 1
-        combine_rows = 0 if merged_in_verify else batch_size * rows
+        merged_rows = 0 if merged_in_verify else batch_size * rows
         # the split as it would run where every row tile gets whole clusters that merge in the verify kernel
         # (a short split's may hold many more CTAs than `split`); clusters that straddle row tiles cost more
         # than the count says, and a final merge without clusters more than a cluster's merge
@@ -307,7 +331,7 @@ def plan_launch(
         if in_clusters:
             costs = _cluster_merge_costs(clustered, cluster, all_row_tiles, row_groups, dram_pace)
         else:
-            costs = _split_costs(counted, row_groups, dram_pace, combine_rows / slots)
+            costs = _split_costs(counted, row_groups, dram_pace, merged_rows / slots)
         whole_row_tiles = ctas is None and (
             units <= all_row_tiles * MIN_TILES_PER_CTA
             or _split_saves(units, all_row_tiles, counted, slots) <= costs
@@ -327,10 +351,22 @@ def plan_launch(
     halves = 2 if split // cluster >= HALVES_FROM_PARTS * all_row_tiles > 0 else 1
     if final_merge is None:
         final_merge = cluster > 1
-    elif final_merge and split > MAX_LISTED_CTAS:
-        raise ValueError(f"the final merge lists at most {MAX_LISTED_CTAS} CTAs, not {split}")
+    if split > MAX_LISTED_CTAS:
+        raise ValueError(f"a split row tile's merge lists at most {MAX_LISTED_CTAS} CTAs, not {split}")
     # a forced 0 CTAs: the launch refuses it
-    return LaunchPlan(split, 0, row_tiles, row_groups, halves, cluster, final_merge)
+    if combine_rows is None:
+        combine_rows = _combine_rows(batch_size * rows, slots, halves)
+    return LaunchPlan(split, 0, row_tiles, row_groups, halves, cluster, final_merge, combine_rows)
+
+
+def _combine_rows(merged_rows: int, slots: int, halves: int) -> int:
+    """Rows a combine CTA merges (see COMBINE_CTAS_PER_SLOT)."""
+    rows = 1
+    while halves == 1 and 2 * rows <= PLANNED_COMBINE_ROWS:
+        if merged_rows < 2 * rows * COMBINE_CTAS_PER_SLOT * slots:
+            break
+        rows *= 2
+    return rows
 
 
 def _check_units(row_tiles: int, total_keys: int) -> None:

@@ -6,22 +6,35 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ddbench.kernel.plan import MAX_COMBINE_ROWS
+
 CTA_FACTORS = (1, 2, 4, 8, 16, 32)  # CTAs per row tile
 MAX_WAVES = 4
 CLUSTER = 8
 
 
 def plan_variants(
-    row_tiles: int, sms: int, *, row_groups: int | None = None, max_clusters: int | None = None
+    row_tiles: int,
+    sms: int,
+    *,
+    row_groups: int | None = None,
+    max_clusters: int | None = None,
+    combine_rows: int | None = None,
 ) -> Iterator[tuple[str, dict[str, int | bool]]]:
     """Each variant's name and the plan options it forces (the launch's keyword arguments): the plan itself,
-    whole row tiles, balanced ranges over the row tiles' multiples and over one and two waves (up to
-    MAX_WAVES), 32- and 48-row CTAs, and every row tile in clusters of 8 in one wave (the final merge).
-    `row_tiles` are the plan's, at its width `row_groups`, which the ranges and clusters then keep (a whole
-    plan's width may not be the one a split would take). `max_clusters`: no more clusters than that (what the
-    GPU runs at once; the model runs every cluster of a launch at once, a GPU runs the rest later)."""
+    its combine's CTAs of half and twice the rows, whole row tiles, balanced ranges over the row tiles'
+    multiples and over one and two waves (up to MAX_WAVES), 32- and 48-row CTAs, and every row tile in
+    clusters of 8 in one wave (the final merge). `row_tiles` are the plan's, at its width `row_groups`, which
+    the ranges and clusters then keep (a whole plan's width may not be the one a split would take).
+    `max_clusters`: no more clusters than that (what the GPU runs at once; the model runs every cluster of a
+    launch at once, a GPU runs the rest later). `combine_rows`: the plan's, where it combines."""
     width: dict[str, int | bool] = {} if row_groups is None else {"row_groups": row_groups}
     yield "plan", {}
+    if combine_rows is not None:
+        for rows in sorted(
+            {max(1, combine_rows // 2), min(MAX_COMBINE_ROWS, 2 * combine_rows)} - {combine_rows}
+        ):
+            yield f"combine_rows={rows}", {"combine_rows": rows}
     yield "whole", {"whole_row_tiles": True}
     for ctas in sorted({row_tiles * f for f in CTA_FACTORS} | {sms, 2 * sms}):
         if row_tiles < ctas <= MAX_WAVES * sms:

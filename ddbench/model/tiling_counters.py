@@ -14,12 +14,12 @@ from typing import Any
 
 from ddbench.kernel.plan import (
     BLOCK_N,
-    COMBINE_SMEM_BYTES,
     DEFAULT_DRAM_PACE,
     DEFAULT_SM_COUNT,
     KV_TILE_BYTES,
     PART_ROW_BYTES,
     LaunchPlan,
+    combine_smem_bytes,
     plan_launch,
 )
 from ddbench.kernel.work_split import cta_segments, request_extents
@@ -169,7 +169,7 @@ def tiling_counters(
         parts += count * sum(rows for _, rows, whole in cta if not whole)
     ws = parts * PART_ROW_BYTES
     unique = shape.kv_bytes + shape.q_and_out_bytes + ws
-    combine_rows = sum(shape.q_lens) * shape.heads if plan.combines else 0
+    merged_rows = sum(shape.q_lens) * shape.heads if plan.combines else 0
     verify = {
         "name": "verify_attention_kernel",
         "grid": list(plan.grid),
@@ -188,30 +188,34 @@ def tiling_counters(
     }
     kernels = [verify]
     if plan.combines:
-        read = ws // max(1, combine_rows) + 1  # the parts of a row's tile, on average
-        moved = read + OUT_ROW_BYTES
+        read = ws // max(1, merged_rows) + 1  # the parts of a row's tile, on average
+        ctas = -(-merged_rows // plan.combine_rows)  # CTAs of combine_rows rows (the last one may have fewer)
+        moved = plan.combine_rows * (read + OUT_ROW_BYTES)
         kernels.append(
             {
                 "name": "combine_parts_kernel",
-                "grid": [combine_rows, 1, 1],
+                "grid": [ctas, 1, 1],
                 "threads_per_cta": plan.combine_threads,
-                "ctas": combine_rows,
-                "dynamic_smem_bytes": COMBINE_SMEM_BYTES,
+                "ctas": ctas,
+                "dynamic_smem_bytes": combine_smem_bytes(plan.ctas),
                 "derived": "by hand from the kernel's tiling (not emulated)",
                 "totals": {
                     "global": {
-                        "sectors": combine_rows * moved // SECTOR_BYTES,
-                        "unique_sectors": combine_rows * moved // SECTOR_BYTES,
+                        "sectors": ctas * moved // SECTOR_BYTES,
+                        "unique_sectors": ctas * moved // SECTOR_BYTES,
                     },
                     "shared": {"instructions": {}, "wavefronts": {}, "bank_conflicts": 0},
                 },
                 "cta_shapes": [
                     {
-                        "count": combine_rows,
+                        "count": ctas,
                         "example_cta": [0, 0, 0],
                         "global_bytes": moved,
                         "phases": [
-                            _phase(global_bytes=moved, instructions=4 * (read // PART_ROW_BYTES + 1) * 12)
+                            _phase(
+                                global_bytes=moved,
+                                instructions=4 * plan.combine_rows * (read // PART_ROW_BYTES + 1) * 12,
+                            )
                         ],
                     }
                 ],

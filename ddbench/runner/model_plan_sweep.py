@@ -70,8 +70,13 @@ def sweep_plan(
     sass = sass_of(gpu.arch)
     result = PlanSweep(case.id, describe(plan))
     row_tiles = plan.row_tiles * case.batch_size
+    combine_rows = plan.combine_rows if plan.combines else None
     for name, options in plan_variants(
-        row_tiles, gpu.sms, row_groups=plan.row_groups, max_clusters=planner.max_clusters
+        row_tiles,
+        gpu.sms,
+        row_groups=plan.row_groups,
+        max_clusters=planner.max_clusters,
+        combine_rows=combine_rows,
     ):
         try:
             counters = emulated_counters(case, gpu, sanitize=False, plan_options=options)

@@ -108,6 +108,7 @@ struct VerifyParams {
   int whole_row_tiles;          // > 0: CTA c = row tile c % whole_row_tiles of request c / whole_row_tiles, whole
   int row_groups;               // 2 or 3: 16 rows and 128 threads each (the launch's block is 128 * row_groups)
   int combine_halves;           // 1 or 2: the combine's block is 128 * combine_halves threads
+  int combine_rows;             // rows a combine CTA merges: its grid is ceil(total_rows / combine_rows)
   int cluster;                  // CTAs per thread-block cluster of the verify launch (1: none; sm_90 and later)
   float scale_log2;             // sm_scale * log2(e): scores live in the exp2 domain
 };
@@ -207,22 +208,24 @@ DDK_DEVICE int64_t warp_sum(int64_t v) {
 }
 
 // Where a (token, head) row's work is: the batch's units, the first unit of the row's tile, that tile's key
-// tiles and the row's place in it (unit0 < 0: the token is past the batch). Each warp reads the requests 32
-// at a time, lane r request r (coalesced loads, no barrier), and sums over its lanes: the units of every
-// request, those of the requests before the token's, and the one lane's own that holds the token.
+// tiles, the row's place in it (unit0 < 0: the token is past the batch) and the request's rows from it on.
+// Each warp reads the requests 32 at a time, lane r request r (coalesced loads, no barrier), and sums over its
+// lanes: the units of every request, those of the requests before the token's, and the one lane's own that
+// holds the token.
 struct RowPlace {
   int64_t units, unit0;
-  int tiles, m;
+  int tiles, m, left;
 };
 
 DDK_DEVICE RowPlace place_row(const VerifyParams& p, int token, int head) {
   const int block_m = kGroupRows * p.row_groups;
   int64_t units = 0, before = 0;
-  int tiles = 0, local1 = 0;  // from the lane that holds the token: its key tiles, its row + 1 (0: none yet)
+  int tiles = 0, local1 = 0, rows = 0;  // from the lane that holds the token: its key tiles, its row + 1 (0: none
+                                        // yet), its rows
   for (int first = 0; first < p.batch; first += 32) {
     const int r = first + static_cast<int>(ddk::lane_id());
     int64_t mine = 0, mine_before = 0;
-    int mine_tiles = 0, mine_local1 = 0;
+    int mine_tiles = 0, mine_local1 = 0, mine_rows = 0;
     if (r < p.batch) {
       const Request g = request_at(p, r);
       mine = static_cast<int64_t>(g.row_tiles) * g.tiles;
@@ -231,16 +234,19 @@ DDK_DEVICE RowPlace place_row(const VerifyParams& p, int token, int head) {
       } else if (token >= g.q_base) {
         mine_tiles = g.tiles;
         mine_local1 = (token - g.q_base) * p.heads + head + 1;
+        mine_rows = g.rows;
       }
     }
     units += warp_sum(mine);
     before += warp_sum(mine_before);
     tiles += warp_sum(mine_tiles);
     local1 += warp_sum(mine_local1);
+    rows += warp_sum(mine_rows);
   }
-  if (local1 == 0) return RowPlace{units, -1, 0, 0};
+  if (local1 == 0) return RowPlace{units, -1, 0, 0, 0};
   const int local = local1 - 1;
-  return RowPlace{units, before + static_cast<int64_t>(local / block_m) * tiles, tiles, local % block_m};
+  return RowPlace{units, before + static_cast<int64_t>(local / block_m) * tiles, tiles, local % block_m,
+                  rows - local};
 }
 
 // First unit of CTA c's range: the units are cut into num_ctas ranges as equal as integers allow.
@@ -469,15 +475,20 @@ DDK_DEVICE void add_part(float (&acc)[4], float wu, Half4 v) {
   acc[3] += wu * ddk::f16_to_float(static_cast<uint16_t>(v.hi >> 16));
 }
 
-// add_part of a part whose weight w and w times its quarter's 2^k (wu) lane `from` of the warp holds: the
-// merges load a part's LSE and scale and take its weight once a warp, lane by lane, not once a lane, and
-// every lane adds the parts in order with the same bits (a butterfly shuffle by lane ^ from broadcasts).
-DDK_DEVICE void add_part_of_lane(float (&acc)[4], float& weight_sum, float w, float wu, int from, Half4 v) {
+// add_part of a part whose weight w and w times each quarter's 2^k (wu: of the kQuarters stored positions
+// the lane adds, v) lane `from` of the warp holds: the merges load a part's LSE and scales and take its
+// weight once a warp, lane by lane, not once a lane, and every lane adds the parts in order with the same
+// bits (a butterfly shuffle by lane ^ from broadcasts).
+template <int kQuarters>
+DDK_DEVICE void add_part_of_lane(float (&acc)[kQuarters][4], float& weight_sum, float w, const float (&wu)[kQuarters],
+                                 int from, const Half4 (&v)[kQuarters]) {
   const int mask = static_cast<int>(ddk::lane_id()) ^ from;
   const float w_from = ddk::shfl_xor(w, mask);
-  const float wu_from = ddk::shfl_xor(wu, mask);
+  float wu_from[kQuarters];
+  for (int j = 0; j < kQuarters; ++j) wu_from[j] = ddk::shfl_xor(wu[j], mask);
   weight_sum += w_from;
-  if (w_from != 0.f) add_part(acc, wu_from, v);
+  if (w_from != 0.f)
+    for (int j = 0; j < kQuarters; ++j) add_part(acc[j], wu_from[j], v[j]);
 }
 
 // A merged (token, head) row's four values at stored `position` to the output, and its LSE (one thread).
@@ -517,30 +528,31 @@ DDK_DEVICE_NOINLINE void merge_cluster_parts(const VerifyParams p, char* smem, c
     const float base = best == kNegInf ? 0.f : best;
     // every rank's values loaded before any is added (whatever its weight, so that the loads go out together
     // and do not depend on the data: ncu saw them one after another, each behind its weight's branch)
-    Half4 v[kMaxCluster];
+    Half4 v[kMaxCluster][1];
     for (int q = 0; q < kMaxCluster; ++q) {  // unrolled: the values stay in registers
       if (q >= size) break;
-      v[q] = ddk::ld_cluster(reinterpret_cast<const Half4*>(so + (m * kStagedRow + position)), static_cast<unsigned>(q));
+      v[q][0] = ddk::ld_cluster(reinterpret_cast<const Half4*>(so + (m * kStagedRow + position)), static_cast<unsigned>(q));
     }
-    const float w = ddk::fast_exp2(lse - base), wu = w * unit;
-    float weight_sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+    const float w = ddk::fast_exp2(lse - base), wu[1] = {w * unit};
+    float weight_sum = 0.f, acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
     for (int q = 0; q < kMaxCluster; ++q) {
       if (q >= size) break;
       add_part_of_lane(acc, weight_sum, w, wu, q, v[q]);
     }
     if (whole) {
       const int64_t row = static_cast<int64_t>(g.q_base) * p.heads + row_tile * block_m + m;
-      write_merged_row(p, row, position, acc, weight_sum, base, t % kCombineHalf == 0);
+      write_merged_row(p, row, position, acc[0], weight_sum, base, t % kCombineHalf == 0);
       continue;
     }
     const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
+    const float(&sum)[4] = acc[0];
     float largest = 0.f;
-    for (int e = 0; e < 4; ++e) largest = fmaxf(largest, finite_abs(acc[e] * inv));
+    for (int e = 0; e < 4; ++e) largest = fmaxf(largest, finite_abs(sum[e] * inv));
     const PartScale scale = part_scale(warp_max(largest));
     const float s = inv * scale.inverse;
     const int64_t part = first_part + m;
     ddk::st_global(reinterpret_cast<Half4*>(p.ws_o + (part * kDimV + position)),
-                   Half4{ddk::pack_f16x2(acc[0] * s, acc[1] * s), ddk::pack_f16x2(acc[2] * s, acc[3] * s)});
+                   Half4{ddk::pack_f16x2(sum[0] * s, sum[1] * s), ddk::pack_f16x2(sum[2] * s, sum[3] * s)});
     if (ddk::lane_id() == 0) ddk::st_global(p.ws_scale + (part * kPartQuarters + quarter), scale.unit);
     const bool seen = weight_sum > 0.f || weight_sum != weight_sum;  // NaN reaches the combine
     if (t % kCombineHalf == 0) ddk::st_global(p.ws_lse + part, seen ? base + log2f(weight_sum) : kNegInf);
@@ -835,38 +847,69 @@ DDK_DEVICE uint32_t part_row(const int* listed, int i, int m) {
   return static_cast<uint32_t>(ddk::ld_shared(listed + i) + m);
 }
 
+// Lists a split row tile's parts (CTAs first..last) for its merge: each part's first row in the workspace
+// (slot times block_m) at its place in CTA order, one thread a CTA (part_slot's and parts_before's 64-bit
+// divisions side by side, not chained before each load). The final merge and the combine share it.
+DDK_DEVICE void list_parts(const VerifyParams& p, int* listed, int threads, int64_t units, int64_t first,
+                           int64_t last, int64_t tile_base, int tiles) {
+  const int ctas = static_cast<int>(last - first + 1), block_m = kGroupRows * p.row_groups;
+  for (int i = ddk::thread_idx_x(); i < ctas; i += threads) {
+    const int64_t slot = part_slot(p, first + i, first, units, tile_base, tiles);
+    if (slot >= 0)
+      ddk::st_shared(listed + parts_before(p, first + i, first, last, units, tile_base, tiles),
+                     static_cast<int>(slot) * block_m);
+  }
+}
+
 // Row m of a row tile merged from its n parts (`listed`: their first rows in CTA order) with the combine's
-// arithmetic: the largest LSE first, then every part's stored values weighted by
-// 2^(lse - largest) times its quarter's scale. The sums in acc, the weights' sum in weight_sum; returns the
-// base LSE. Loads bypass L1: the parts were written by other CTAs of this launch.
+// arithmetic: the largest LSE first, then every part's stored values weighted by 2^(lse - largest) times its
+// quarter's scale. A lane adds kQuarters stored positions: `position` (1), or position + 128 j of each quarter
+// j (4: a warp a row). The sums in acc, the weights' sum in weight_sum; returns the base LSE. Only the parts
+// part0, part0 + step, ... are added (two halves of a CTA each merge every other part of a row, then add up);
+// the base is every part's. Loads bypass L1: the parts were written by other CTAs.
+template <int kBatch, int kQuarters>
 DDK_DEVICE float gather_listed_parts(const VerifyParams& p, const int* listed, int n, int m, int position,
-                                     float (&acc)[4], float& weight_sum) {
-  const int quarter = position / kColSlice, lane = static_cast<int>(ddk::lane_id());
-  float best = kNegInf;
-  for (int i = lane; i < n; i += 32) best = fmaxf(best, ddk::ld_global_cg(p.ws_lse + part_row(listed, i, m)));
+                                     float (&acc)[kQuarters][4], float& weight_sum, int part0, int step) {
+  static_assert(kQuarters == 1 || kQuarters == kPartQuarters, "one stored position a lane, or one a quarter");
+  const int lane = static_cast<int>(ddk::lane_id());
+  float best = kNegInf, lse = kNegInf;  // lse: the lane's first part's, kept for its weight
+  for (int i = lane; i < n; i += 32) {
+    const float l = ddk::ld_global_cg(p.ws_lse + part_row(listed, i, m));
+    if (i == lane) lse = l;
+    best = fmaxf(best, l);
+  }
   best = warp_max(best);
   const float base = best == kNegInf ? 0.f : best;
-  // 32 parts at a time, lane b holding the weights of part i0 + b (add_part_of_lane); kGatherBatch parts'
-  // values loaded before they are added in order, as the combine does, whatever the weight, so that the loads
-  // do not depend on the data (a sampled launch counts them exactly); added only where the weight is not 0
+  // 32 parts at a time, lane b holding the weights of part i0 + b (add_part_of_lane); kBatch parts' values
+  // loaded before they are added in order, whatever the weight, so that the loads do not depend on the data
+  // (a sampled launch counts them exactly); added only where the weight is not 0
   for (int i0 = 0; i0 < n; i0 += 32) {
-    float w = 0.f, wu = 0.f;
+    float w = 0.f, wu[kQuarters] = {};
     if (i0 + lane < n) {
       const uint32_t part = part_row(listed, i0 + lane, m);
-      w = ddk::fast_exp2(ddk::ld_global_cg(p.ws_lse + part) - base);  // an empty part has lse -inf
-      wu = w * ddk::ld_global_cg(p.ws_scale + (part * kPartQuarters + quarter));
+      if (i0 > 0) lse = ddk::ld_global_cg(p.ws_lse + part);
+      w = ddk::fast_exp2(lse - base);  // an empty part has lse -inf
+      if constexpr (kQuarters == 1) {
+        wu[0] = w * ddk::ld_global_cg(p.ws_scale + (part * kPartQuarters + position / kColSlice));
+      } else {
+        const Float4 scale = ddk::ld_global_cg(reinterpret_cast<const Float4*>(p.ws_scale) + part);
+        wu[0] = w * scale.x, wu[1] = w * scale.y, wu[2] = w * scale.z, wu[3] = w * scale.w;
+      }
     }
     const int count = n - i0 < 32 ? n - i0 : 32;
-    for (int i = 0; i < count; i += kGatherBatch) {
-      Half4 v[kGatherBatch];
-      for (int b = 0; b < kGatherBatch; ++b) {  // unrolled: the loads go out together, into registers
-        if (i + b >= count) break;
-        const uint32_t part = part_row(listed, i0 + i + b, m);
-        v[b] = ddk::ld_global_cg(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
+    for (int i = part0; i < count; i += kBatch * step) {
+      Half4 v[kBatch][kQuarters];
+      for (int b = 0; b < kBatch; ++b) {  // unrolled: the loads go out together, into registers
+        const int k = i + b * step;
+        if (k >= count) break;
+        const uint32_t part = part_row(listed, i0 + k, m);
+        for (int j = 0; j < kQuarters; ++j)
+          v[b][j] = ddk::ld_global_cg(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position + j * kColSlice)));
       }
-      for (int b = 0; b < kGatherBatch; ++b) {
-        if (i + b >= count) break;
-        add_part_of_lane(acc, weight_sum, w, wu, i + b, v[b]);
+      for (int b = 0; b < kBatch; ++b) {
+        const int k = i + b * step;
+        if (k >= count) break;
+        add_part_of_lane(acc, weight_sum, w, wu, k, v[b]);
       }
     }
   }
@@ -906,24 +949,18 @@ DDK_DEVICE_NOINLINE bool arrive_at_row_tile(const VerifyParams p, char* smem, Pa
   if (ddk::ld_shared(&tail->won) == 0) return false;  // uniform over the CTA
   if (cluster_arrived) ddk::cluster_wait();
   int* listed = reinterpret_cast<int*>(smem);
-  const int ctas = static_cast<int>(last - first + 1), threads = kGroupThreads * p.row_groups;
   const int block_m = kGroupRows * p.row_groups;
-  for (int i = t; i < ctas; i += threads) {
-    const int64_t slot = part_slot(p, first + i, first, units, at.tile_base, at.tiles);
-    if (slot >= 0)
-      ddk::st_shared(listed + parts_before(p, first + i, first, last, units, at.tile_base, at.tiles),
-                     static_cast<int>(slot) * block_m);
-  }
+  list_parts(p, listed, kGroupThreads * p.row_groups, units, first, last, at.tile_base, at.tiles);
   ddk::sync_block();
   const int left = r.rows.rows - at.row_tile * block_m, rows = left < block_m ? left : block_m;
   const int position = t % kCombineHalf * 4;
   // The lane's rows, m = lane + C * k, dealt to the 128-thread halves in turn (k = half, half + row_groups, ...):
   // all of them work, though the rows are all of one parity of C.
   for (int m = lane + p.cluster * (t / kCombineHalf); m < rows; m += p.cluster * p.row_groups) {  // per 128 threads
-    float acc[4] = {0.f, 0.f, 0.f, 0.f}, weight_sum = 0.f;
-    const float base = gather_listed_parts(p, listed, expected, m, position, acc, weight_sum);
+    float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}}, weight_sum = 0.f;
+    const float base = gather_listed_parts<kGatherBatch, 1>(p, listed, expected, m, position, acc, weight_sum, 0, 1);
     const int64_t row = static_cast<int64_t>(r.rows.q_base) * p.heads + at.row_tile * block_m + m;
-    write_merged_row(p, row, position, acc, weight_sum, base, t % kCombineHalf == 0);
+    write_merged_row(p, row, position, acc[0], weight_sum, base, t % kCombineHalf == 0);
   }
   return cluster_arrived;
 }
@@ -1114,156 +1151,117 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
   }
 }
 
-// Combine the parts of split row tiles: one CTA per (token, head) row, of 128 threads (4 stored positions
-// each: columns c, c+1, c+8, c+9 of one quarter, see part_column) or, where row tiles have many parts, of two
-// such halves, each merging every other part so that twice the bytes are in flight; the halves then add up
-// in shared memory, half 0's sum first. The parts are found from the same unit arithmetic as the verify
-// kernel and merged in CTA order (by two halves: the even and the odd parts, then their sums), so the result
-// does not depend on which CTA finished first.
-//
-// The row tile's CTAs are listed a chunk of `threads` at a time, one thread a CTA: its part's slot (part_slot's
-// 64-bit divisions side by side, not chained before each load) and weight, in shared memory. One half lists
-// them at the CTA's place, -1 where a CTA holds no part; two halves (many parts) at the part's place in CTA
-// order (parts_before, less the parts the chunks before counted), so that each half finds its every other
-// part. A listed part's four quarter scales are loaded by its listing thread with its LSE (one round trip
-// for both) and listed beside its weight. The merging loop then waits on shared memory only, and issues
-// kCombineBatch parts' value loads before it adds them. Measured on an H200 (q9 p32k): 63 µs of load-use
-// chains, one part after the other, for 10 MB, before the listing; 11.0 µs with it and 8 parts' values and
-// scales a batch (run 7: 33 parts a half, 5 round trips). Since, 12 parts' values a batch in about the same
-// registers (90 on sm_120, 94 on sm_90: still 5 CTAs an SM; 16 took 123 and 102): 3 round trips there, 1
-// for q65 p4k's 12 parts instead of 2 (not measured).
+// Combine the parts of split row tiles: CTA b merges rows [b R, b R + R) of the batch (R = p.combine_rows, so
+// that the index arithmetic of finding a row tile and listing its parts is paid once for its rows, not once a
+// row), a segment of one row tile's rows at a time. Warp 0 places the segment (place_row, the row tile's CTAs
+// and parts: what the verify kernel decided, from the same unit arithmetic), the CTA lists its parts
+// (list_parts, as the final merge does), then each warp merges a row (16 stored positions a lane, 4 of each
+// quarter: columns c, c+1, c+8, c+9, see part_column) with the final merge's gather, the parts in CTA order,
+// so that the result does not depend on which CTA finished first. A CTA of one row merges it with 128
+// threads, a stored position each, or with two such halves (row tiles of many parts: twice the bytes in
+// flight) that each merge every other part; the halves then add up in shared memory, half 0's sum first. Every part's value loads
+// of a batch go out before they are added: measured on an H200 (q9 p32k), 63 µs of load-use chains, one
+// part after the other, for 10 MB; 11.0 µs with 8 parts' values a batch (run 7: 33 parts a half, 5 round
+// trips); 12 parts (kCombineBatch) take about the same registers, as do a warp's 4 parts of 4 positions.
 constexpr int kCombineBatch = 12;
-constexpr int kCombineMaxThreads = 2 * kCombineHalf;
-constexpr int kCombineWarps = kCombineMaxThreads / 32;
-// slots, weights and scales of a chunk, the warps' largest LSE and parts of a chunk, half 1's sums and weight
-constexpr int kCombineSmemBytes =
-    (2 * kCombineMaxThreads + kPartQuarters * kCombineMaxThreads + 2 * kCombineWarps + 5 * kCombineHalf) * 4;
+constexpr int kCombineRowBatch = 4;
+constexpr int kCombineMaxRows = 64;  // rows a combine CTA merges at most (the launchers refuse more)
+// The segment warp 0 places for the CTA, in shared memory (16-byte pieces: one access each).
+struct alignas(16) SegmentUnits {
+  int64_t units, tile_base;  // the batch's units, the row tile's first
+};
+struct alignas(16) SegmentCtas {
+  int64_t first, last;  // the row tile's CTAs
+};
+struct alignas(16) SegmentRows {
+  int32_t tiles, m, rows, parts;  // rows: the segment's, from row m; parts: the row tile's, 0 where none to merge
+};
+struct CombineSegment {
+  SegmentUnits units;
+  SegmentCtas ctas;
+  SegmentRows rows;
+};
+constexpr int kCombineSegmentBytes = 48;
+static_assert(sizeof(CombineSegment) == kCombineSegmentBytes, "the segment's place in the combine's smem");
+// The segment, half 1's sums (4 values and a weight a thread), then the list of a row tile's parts: at most
+// one a CTA of the launch.
+constexpr int kCombineFixedBytes = kCombineSegmentBytes + 5 * kCombineHalf * 4;
+DDK_HOST_DEVICE constexpr int combine_smem_bytes(int num_ctas) { return kCombineFixedBytes + 4 * num_ctas; }
+constexpr int kCombineSmemBytes = kCombineFixedBytes + 4 * kMaxListedCtas;  // the launchers' largest
 
-// Half `half`'s parts of one listed chunk (`count` entries, the first of them the row tile's part
-// `first_part` with two halves: half h merges the parts whose index is h modulo the halves), kCombineBatch
-// at a time, in order: every part's weight into weight_sum, its values into acc where the weight is not 0.
-// An entry of slot -1 (no part) weighs 0: adding +0 leaves the weights' sum as it is.
-DDK_DEVICE void merge_listed_chunk(const VerifyParams& p, const int* slots, const float* weights,
-                                   const Float4* scales, int count, int first_part, int m, int position, int half,
-                                   float (&acc)[4], float& weight_sum) {
-  const int block_m = kGroupRows * p.row_groups, quarter = position / kColSlice, halves = p.combine_halves;
-  for (int i = (half - first_part % halves + halves) % halves; i < count; i += kCombineBatch * halves) {
-    Half4 v[kCombineBatch];
-    for (int b = 0; b < kCombineBatch; ++b) {  // unrolled: the loads go out together, into registers
-      const int listed = i + b * halves;
-      if (listed >= count) break;
-      const int slot = ddk::ld_shared(slots + listed);
-      v[b] = Half4{0u, 0u};
-      if (slot < 0) continue;  // no part: weighs 0
-      const int64_t part = static_cast<int64_t>(slot) * block_m + m;
-      v[b] = ddk::ld_global(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position)));
-    }
-    for (int b = 0; b < kCombineBatch; ++b) {
-      const int listed = i + b * halves;
-      if (listed >= count) break;
-      // read whatever the weight, so that the loads do not depend on the data (a sampled launch counts them)
-      const float w = ddk::ld_shared(weights + listed);
-      const float unit = ddk::ld_shared(reinterpret_cast<const float*>(scales + listed) + quarter);
-      weight_sum += w;
-      if (w != 0.f) add_part(acc, w * unit, v[b]);  // w times 2^k
-    }
+// Warp 0's part of the combine: where the row at `row` is, how many of the CTA's rows to `end` its row tile
+// holds, and that row tile's parts (0 where one CTA, or one cluster, wrote it whole, or no row is there).
+DDK_DEVICE void place_segment(const VerifyParams& p, CombineSegment* segment, int64_t row, int64_t end) {
+  const RowPlace at = place_row(p, static_cast<int>(row / p.heads), static_cast<int>(row % p.heads));
+  if (ddk::lane_id() != 0) return;
+  int rows = static_cast<int>(end - row), parts = 0;
+  int64_t first = 0, last = 0;
+  if (at.unit0 >= 0 && at.tiles > 0) {
+    const int block_m = kGroupRows * p.row_groups, in_tile = block_m - at.m < at.left ? block_m - at.m : at.left;
+    rows = rows < in_tile ? rows : in_tile;
+    first = cta_of_unit(at.unit0, at.units, p.num_ctas);
+    last = cta_of_unit(at.unit0 + at.tiles - 1, at.units, p.num_ctas);
+    int64_t cluster_begin, cluster_end;
+    const bool whole = first == last || (cluster_units(first, at.units, p.num_ctas, p.cluster, cluster_begin,
+                                                       cluster_end) &&
+                                         cluster_merge(cluster_begin, cluster_end, at.unit0, at.tiles) == kMergeWhole);
+    if (!whole) parts = parts_before(p, last + 1, first, last, at.units, at.unit0, at.tiles);
   }
+  ddk::st_shared(&segment->units, SegmentUnits{at.units, at.unit0});
+  ddk::st_shared(&segment->ctas, SegmentCtas{first, last});
+  ddk::st_shared(&segment->rows, SegmentRows{at.tiles, at.m, rows, parts});
 }
+
 DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
-  const int row = ddk::block_idx_x();
-  if (row >= p.total_rows || p.whole_row_tiles > 0) return;
-  const int block_m = kGroupRows * p.row_groups;
-  const RowPlace at = place_row(p, row / p.heads, row % p.heads);
-  const int64_t units = at.units, unit0 = at.unit0;
-  const int tiles = at.tiles, m = at.m;
-  if (unit0 < 0 || tiles == 0) return;
-  const int64_t first = cta_of_unit(unit0, units, p.num_ctas);
-  const int64_t last = cta_of_unit(unit0 + tiles - 1, units, p.num_ctas);
-  if (first == last) return;  // the row tile was one CTA's whole segment: the verify kernel wrote it
-  int64_t cluster_begin, cluster_end;
-  if (cluster_units(first, units, p.num_ctas, p.cluster, cluster_begin, cluster_end) &&
-      cluster_merge(cluster_begin, cluster_end, unit0, tiles) == kMergeWhole)
-    return;  // one cluster merged the whole row tile into the output
-
-  const int t = ddk::thread_idx_x(), threads = kCombineHalf * p.combine_halves, half = t / kCombineHalf;
-  int* slots = reinterpret_cast<int*>(ddk::dynamic_smem());
-  float* weights = reinterpret_cast<float*>(slots + kCombineMaxThreads);
-  Float4* scales = reinterpret_cast<Float4*>(weights + kCombineMaxThreads);  // a part's quarters' scales
-  float* warp_best = reinterpret_cast<float*>(scales + kCombineMaxThreads);
-  int* warp_parts = reinterpret_cast<int*>(warp_best + kCombineWarps);  // a chunk's parts, by warp
-  float* other = reinterpret_cast<float*>(warp_parts + kCombineWarps);  // [5][kCombineHalf]: half 1's sums
-
-  // The largest LSE of the row's parts, over the CTA (fmaxf: in any order, exact); each thread keeps the
-  // slot, LSE and scales of its CTA of the first chunk.
-  float best = kNegInf, lse = kNegInf;
-  int64_t slot = -1;
-  Float4 scale{0.f, 0.f, 0.f, 0.f};
-  const Float4* part_scales = reinterpret_cast<const Float4*>(p.ws_scale);  // 16-byte aligned (the launchers)
-  for (int64_t c = first + t; c <= last; c += threads) {
-    const int64_t s = part_slot(p, c, first, units, unit0, tiles);
-    const float l = s >= 0 ? ddk::ld_global(p.ws_lse + (s * block_m + m)) : kNegInf;
-    if (c == first + t) {
-      slot = s, lse = l;
-      if (s >= 0) scale = ddk::ld_global(part_scales + (s * block_m + m));
-    }
-    if (s >= 0) best = fmaxf(best, l);
-  }
-  best = warp_max(best);
-  if (ddk::lane_id() == 0) ddk::st_shared(warp_best + t / 32, best);
-  ddk::sync_block();
-  best = kNegInf;
-  for (int k = 0; k < threads / 32; ++k) best = fmaxf(best, ddk::ld_shared(warp_best + k));
-  const float base = best == kNegInf ? 0.f : best;
-
-  float weight_sum = 0.f;
-  float acc[4] = {0.f, 0.f, 0.f, 0.f};
-  const int position = t % kCombineHalf * 4;
-  const bool by_part = p.combine_halves == 2;
-  int first_part = 0;  // with two halves: the parts the chunks before held (counted, not found by arithmetic)
-  for (int64_t c0 = first; c0 <= last; c0 += threads) {
-    const int64_t c = c0 + t, end = c0 + threads <= last ? c0 + threads : last + 1;
-    if (c0 != first && c < end) {
-      slot = part_slot(p, c, first, units, unit0, tiles);
-      if (slot >= 0) {
-        lse = ddk::ld_global(p.ws_lse + (slot * block_m + m));
-        scale = ddk::ld_global(part_scales + (slot * block_m + m));
+  if (p.whole_row_tiles > 0) return;
+  char* smem = ddk::dynamic_smem();
+  CombineSegment* segment = reinterpret_cast<CombineSegment*>(smem);
+  float* other = reinterpret_cast<float*>(smem + kCombineSegmentBytes);  // [5][kCombineHalf]: half 1's sums
+  int* listed = reinterpret_cast<int*>(other + 5 * kCombineHalf);
+  const int t = ddk::thread_idx_x(), half = t / kCombineHalf, halves = p.combine_halves;
+  const int position = t % kCombineHalf * 4, lane_of_half = t % kCombineHalf;
+  const bool by_warp = p.combine_rows > 1;  // uniform: rows dealt to warps, else the CTA's one row to a half
+  const int64_t begin = static_cast<int64_t>(ddk::block_idx_x()) * p.combine_rows;
+  const int64_t end = begin + p.combine_rows < p.total_rows ? begin + p.combine_rows : p.total_rows;
+  for (int64_t row = begin; row < end;) {  // uniform: a segment a row tile the CTA's rows fall in
+    if (t < 32) place_segment(p, segment, row, end);
+    ddk::sync_block();
+    const SegmentRows s = ddk::ld_shared(&segment->rows);
+    if (s.parts > 0) {  // uniform
+      const SegmentUnits u = ddk::ld_shared(&segment->units);
+      const SegmentCtas c = ddk::ld_shared(&segment->ctas);
+      list_parts(p, listed, kCombineHalf * halves, u.units, c.first, c.last, u.tile_base, s.tiles);
+      ddk::sync_block();
+      if (!by_warp) {  // the CTA's one row (s.rows is 1: combine_rows is), every other part a half
+        float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}}, weight_sum = 0.f;
+        const float base = gather_listed_parts<kCombineBatch, 1>(p, listed, s.parts, s.m, position, acc,
+                                                                 weight_sum, half, halves);
+        if (halves == 2 && half == 1) {
+          for (int e = 0; e < 4; ++e) ddk::st_shared(other + (e * kCombineHalf + lane_of_half), acc[0][e]);
+          ddk::st_shared(other + (4 * kCombineHalf + lane_of_half), weight_sum);
+        }
+        if (halves == 2) {
+          ddk::sync_block();
+          if (half == 0) {
+            for (int e = 0; e < 4; ++e) acc[0][e] += ddk::ld_shared(other + (e * kCombineHalf + lane_of_half));
+            weight_sum += ddk::ld_shared(other + (4 * kCombineHalf + lane_of_half));
+          }
+        }
+        if (half == 0) write_merged_row(p, row, position, acc[0], weight_sum, base, lane_of_half == 0);
+      } else {
+        const int warp = t / 32, warps = kCombineHalf * halves / 32, lane = static_cast<int>(ddk::lane_id());
+        for (int k = warp; k < s.rows; k += warps) {
+          float acc[kPartQuarters][4] = {}, weight_sum = 0.f;
+          const float base = gather_listed_parts<kCombineRowBatch, kPartQuarters>(p, listed, s.parts, s.m + k,
+                                                                                  4 * lane, acc, weight_sum, 0, 1);
+          for (int j = 0; j < kPartQuarters; ++j)
+            write_merged_row(p, row + k, 4 * lane + j * kColSlice, acc[j], weight_sum, base, lane == 0 && j == 0);
+        }
       }
     }
-    const bool holds = c < end && slot >= 0;
-    if (c < end && (holds || !by_part)) {
-      const int listed = by_part ? parts_before(p, c, first, last, units, unit0, tiles) - first_part
-                                 : static_cast<int>(c - c0);
-      ddk::st_shared(slots + listed, static_cast<int>(slot));
-      // an empty part has lse -inf; a CTA without a part (its lse may be the last chunk's) weighs 0
-      ddk::st_shared(weights + listed, holds ? ddk::fast_exp2(lse - base) : 0.f);
-      ddk::st_shared(scales + listed, holds ? scale : Float4{0.f, 0.f, 0.f, 0.f});
-    }
-    if (by_part) {  // uniform over the CTA
-      const int held = warp_sum(holds ? 1 : 0);
-      if (ddk::lane_id() == 0) ddk::st_shared(warp_parts + t / 32, held);
-    }
-    ddk::sync_block();
-    int count = static_cast<int>(end - c0);
-    if (by_part) {
-      count = 0;
-      for (int k = 0; k < threads / 32; ++k) count += ddk::ld_shared(warp_parts + k);
-    }
-    merge_listed_chunk(p, slots, weights, scales, count, first_part, m, position, half, acc, weight_sum);
-    first_part += by_part ? count : 0;
-    ddk::sync_block();  // the next chunk's list overwrites this one
+    ddk::sync_block();  // the next segment rewrites the place and the list
+    row += s.rows;
   }
-  if (p.combine_halves == 2) {  // uniform over the CTA
-    const int lane_of_half = t % kCombineHalf;
-    if (half == 1) {
-      for (int e = 0; e < 4; ++e) ddk::st_shared(other + (e * kCombineHalf + lane_of_half), acc[e]);
-      ddk::st_shared(other + (4 * kCombineHalf + lane_of_half), weight_sum);
-    }
-    ddk::sync_block();
-    if (half == 1) return;
-    for (int e = 0; e < 4; ++e) acc[e] += ddk::ld_shared(other + (e * kCombineHalf + lane_of_half));
-    weight_sum += ddk::ld_shared(other + (4 * kCombineHalf + lane_of_half));
-  }
-  write_merged_row(p, row, position, acc, weight_sum, base, t == 0);
 }
 
 }  // namespace ddk_verify

@@ -15,7 +15,7 @@ ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, cons
                                      uint16_t* out, float* lse, uint16_t* ws_o, float* ws_lse, float* ws_scale,
                                      int32_t* arrivals, int total_rows, int heads, int mask_words_per_row,
                                      int batch, int num_ctas, int whole_row_tiles, int row_groups,
-                                     int combine_halves, int cluster, float sm_scale) {
+                                     int combine_halves, int combine_rows, int cluster, float sm_scale) {
   ddk_verify::VerifyParams p{};
   p.q = q;
   p.kv = kv;
@@ -38,6 +38,7 @@ ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, cons
   p.whole_row_tiles = whole_row_tiles;
   p.row_groups = row_groups;
   p.combine_halves = combine_halves;
+  p.combine_rows = combine_rows;
   p.cluster = cluster;
   p.scale_log2 = static_cast<float>(static_cast<double>(sm_scale) * 1.4426950408889634);
   return p;
@@ -54,9 +55,13 @@ ddk::emu::Status launch_both(const ddk_verify::VerifyParams& p, ddk::emu::Launch
   if (!ddk_verify::valid_cluster(p.cluster, p.num_ctas, p.whole_row_tiles))
     return {ddk::emu::kInvalidLaunch, "cluster must be 1 to 8 CTAs dividing num_ctas, and 1 with whole row "
                                       "tiles, not " + std::to_string(p.cluster) + " of " + std::to_string(p.num_ctas)};
-  if (p.arrivals != nullptr && p.num_ctas > ddk_verify::kMaxListedCtas)
-    return {ddk::emu::kInvalidLaunch, "the final merge lists at most " + std::to_string(ddk_verify::kMaxListedCtas) +
-                                          " CTAs, not " + std::to_string(p.num_ctas)};
+  if (p.combine_rows < 1 || p.combine_rows > ddk_verify::kCombineMaxRows)
+    return {ddk::emu::kInvalidLaunch, "combine_rows must be 1 to " + std::to_string(ddk_verify::kCombineMaxRows) +
+                                          ", not " + std::to_string(p.combine_rows)};
+  if (p.whole_row_tiles == 0 && p.num_ctas > ddk_verify::kMaxListedCtas)
+    return {ddk::emu::kInvalidLaunch, "a split row tile's merge lists at most " +
+                                          std::to_string(ddk_verify::kMaxListedCtas) + " CTAs, not " +
+                                          std::to_string(p.num_ctas)};
   const ddk::emu::Dim3 grid(static_cast<unsigned>(p.num_ctas));
   options.kernel_name = "verify";
   options.cluster_x = static_cast<unsigned>(p.cluster);
@@ -69,9 +74,10 @@ ddk::emu::Status launch_both(const ddk_verify::VerifyParams& p, ddk::emu::Launch
   options.cluster_x = 1;
   if (status.ok() && p.whole_row_tiles == 0 && p.num_ctas > 1 && p.arrivals == nullptr) {
     options.kernel_name = "combine";
-    status = ddk::emu::launch_with(options, ddk_verify::combine_parts_kernel,
-                                   ddk::emu::Dim3(static_cast<unsigned>(p.total_rows)),
-                                   ddk_verify::kCombineHalf * p.combine_halves, ddk_verify::kCombineSmemBytes, p);
+    const unsigned grid = static_cast<unsigned>((p.total_rows + p.combine_rows - 1) / p.combine_rows);
+    status = ddk::emu::launch_with(options, ddk_verify::combine_parts_kernel, ddk::emu::Dim3(grid),
+                                   ddk_verify::kCombineHalf * p.combine_halves,
+                                   ddk_verify::combine_smem_bytes(p.num_ctas), p);
   }
   return status;
 }
@@ -89,12 +95,12 @@ extern "C" int ddk_verify_emu(const uint16_t* q, const uint16_t* kv, const uint1
                               const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
                               uint16_t* out, float* lse, uint16_t* ws_o, float* ws_lse, float* ws_scale,
                               int32_t* arrivals, int total_rows, int heads, int mask_words_per_row, int batch,
-                              int num_ctas, int whole_row_tiles, int row_groups, int combine_halves, int cluster,
-                              float sm_scale, int workers, char* error, int error_len) {
+                              int num_ctas, int whole_row_tiles, int row_groups, int combine_halves, int combine_rows,
+                              int cluster, float sm_scale, int workers, char* error, int error_len) {
   const ddk_verify::VerifyParams p =
       make_params(q, kv, kv_draft, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale,
                   arrivals, total_rows, heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups,
-                  combine_halves, cluster, sm_scale);
+                  combine_halves, combine_rows, cluster, sm_scale);
   if (total_rows == 0 || batch == 0) return 0;
   ddk::emu::LaunchOptions options;
   options.workers = workers;
@@ -113,7 +119,7 @@ extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, cons
                                      float* ws_lse, float* ws_scale, int32_t* arrivals, int total_rows, int heads,
                                      int mask_words_per_row,
                                      int batch, int num_ctas, int whole_row_tiles, int row_groups,
-                                     int combine_halves, int cluster, float sm_scale, int workers,
+                                     int combine_halves, int combine_rows, int cluster, float sm_scale, int workers,
                                      int flags, int late_wait_phases, const int64_t* buffer_bytes,
                                      const uint64_t* subset, const uint64_t* weights, int64_t n_subset,
                                      char** counters_json, char** sanitizer_json, char* error, int error_len) {
@@ -122,7 +128,7 @@ extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, cons
   const ddk_verify::VerifyParams p =
       make_params(q, kv, kv_draft, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale,
                   arrivals, total_rows, heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups,
-                  combine_halves, cluster, sm_scale);
+                  combine_halves, combine_rows, cluster, sm_scale);
   const void* bases[13] = {q,          kv,        kv_draft, kv_slots, kv_offsets, q_offsets, mask_words,
                            out,        lse,       ws_o,     ws_lse,   ws_scale,   arrivals};
   static const char* const names[13] = {"q",      "kv",  "kv_draft", "kv_slots", "kv_offsets",

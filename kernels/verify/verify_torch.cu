@@ -25,7 +25,7 @@ void check_aligned(const at::Tensor& t, const char* name, uintptr_t bytes) {
               "-byte aligned (cp.async and vector accesses), its data starts at ", t.data_ptr());
 }
 
-// The 97 KB dynamic shared-memory opt-in is a per-device attribute: set it once on every device it runs on.
+// The dynamic shared-memory opt-ins (97 KB, and the combine's list of parts) are per-device attributes: set it once on every device it runs on.
 void allow_shared_memory(int device) {
   static std::mutex lock;
   static std::set<int> configured;
@@ -33,6 +33,8 @@ void allow_shared_memory(int device) {
   if (configured.count(device) != 0) return;
   C10_CUDA_CHECK(cudaFuncSetAttribute(ddk_verify::verify_attention_kernel,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, ddk_verify::kMaxSmemBytes));
+  C10_CUDA_CHECK(cudaFuncSetAttribute(ddk_verify::combine_parts_kernel,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, ddk_verify::kCombineSmemBytes));
   configured.insert(device);
 }
 
@@ -88,7 +90,7 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_draf
             const c10::optional<at::Tensor>& lse, at::Tensor& ws_o, at::Tensor& ws_lse, at::Tensor& ws_scale,
             const c10::optional<at::Tensor>& arrivals, double sm_scale,
             int64_t num_ctas, int64_t whole_row_tiles, int64_t row_groups, int64_t combine_halves,
-            int64_t cluster) {
+            int64_t combine_rows, int64_t cluster) {
   TORCH_CHECK(q.is_cuda(), "q must be a CUDA tensor");
   const at::Device device = q.device();
   check(q, "q", at::kBFloat16, device);
@@ -116,6 +118,8 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_draf
   TORCH_CHECK(num_ctas >= 1 && num_ctas < (int64_t{1} << 30) && whole_row_tiles >= 0, "bad launch geometry");
   TORCH_CHECK(row_groups == 2 || row_groups == ddk_verify::kMaxGroups, "row_groups must be 2 or 3, not ", row_groups);
   TORCH_CHECK(combine_halves == 1 || combine_halves == 2, "combine_halves must be 1 or 2, not ", combine_halves);
+  TORCH_CHECK(combine_rows >= 1 && combine_rows <= ddk_verify::kCombineMaxRows, "combine_rows must be 1 to ",
+              ddk_verify::kCombineMaxRows, ", not ", combine_rows);
   TORCH_CHECK(ddk_verify::valid_cluster(cluster, num_ctas, whole_row_tiles), "cluster must be 1 to ",
               ddk_verify::kMaxCluster, " CTAs dividing num_ctas (", num_ctas, "), and 1 with whole row tiles, not ",
               cluster);
@@ -137,10 +141,10 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_draf
     check(*arrivals, "arrivals", at::kInt, device);
     TORCH_CHECK(arrivals->numel() >= num_ctas * ddk_verify::kMaxCluster, "arrivals holds ", arrivals->numel(),
                 " counters, the launch needs num_ctas * ", ddk_verify::kMaxCluster, " (zeros, left zero)");
-    TORCH_CHECK(num_ctas <= ddk_verify::kMaxListedCtas, "the final merge lists at most ",
-                ddk_verify::kMaxListedCtas, " CTAs, not ", num_ctas);
   }
   if (splits) {
+    TORCH_CHECK(num_ctas <= ddk_verify::kMaxListedCtas, "a split row tile's merge lists at most ",
+                ddk_verify::kMaxListedCtas, " CTAs, not ", num_ctas);
     check(ws_o, "ws_o", at::kHalf, device);
     check(ws_lse, "ws_lse", at::kFloat, device);
     check(ws_scale, "ws_scale", at::kFloat, device);
@@ -177,6 +181,7 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_draf
   p.whole_row_tiles = static_cast<int>(whole_row_tiles);
   p.row_groups = static_cast<int>(row_groups);
   p.combine_halves = static_cast<int>(combine_halves);
+  p.combine_rows = static_cast<int>(combine_rows);
   p.cluster = static_cast<int>(cluster);
   p.scale_log2 = static_cast<float>(sm_scale * 1.4426950408889634);
 
@@ -188,8 +193,9 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_draf
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, ddk_verify::verify_attention_kernel, p));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   if (splits && !final_merge) {
-    ddk_verify::combine_parts_kernel<<<p.total_rows, ddk_verify::kCombineHalf * p.combine_halves,
-                                       ddk_verify::kCombineSmemBytes, stream>>>(p);
+    const int grid = (p.total_rows + p.combine_rows - 1) / p.combine_rows;
+    ddk_verify::combine_parts_kernel<<<grid, ddk_verify::kCombineHalf * p.combine_halves,
+                                       ddk_verify::combine_smem_bytes(p.num_ctas), stream>>>(p);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
 }
