@@ -446,7 +446,7 @@ DDK_HOST_DEVICE int part_column(int position) {
 }
 
 constexpr int kCombineHalf = 128;  // threads of a combine half, and of a row being merged in a cluster
-constexpr int kGatherBatch = 8;  // parts whose loads the final merge issues before it adds them
+constexpr int kGatherBatch = 4;  // parts whose loads (4 positions each) the final merge issues before adding them
 
 // A merging cluster's CTAs stage their parts over the stages (free after the last tile), in the workspace's
 // layout but for the row stride: block_m rows of 512 fp16 (part_column order) 32 bytes apart more than the
@@ -502,10 +502,13 @@ DDK_DEVICE void write_merged_row(const VerifyParams& p, int64_t row, int positio
     ddk::st_global(p.lse + row, weight_sum > 0.f ? (base + log2f(weight_sum)) * kLn2 : kNegInf);
 }
 
+constexpr int kRanksAtOnce = 4;  // ranks whose values a cluster merge loads before it adds them
+
 // Rank r of a merging cluster merges rows r, r + C, ... of the row tile from every CTA's staged part, in rank
 // order and with the combine's arithmetic, into the output (whole: bit for bit what the combine makes of
-// those parts) or into one part of the workspace, the slot of the cluster's first CTA. 128 threads a row (4
-// stored positions each, a warp a quarter), row_groups rows at a time.
+// those parts) or into one part of the workspace, the slot of the cluster's first CTA. A warp a row (16
+// stored positions a lane, 4 of each quarter), so that a row's LSEs and scales are read and weighed once, not
+// once a quarter, and the warps' rows go out side by side.
 // Out of line, its arguments by value (a reference would copy the kernel's parameters to the stack): its
 // registers stay out of the tile loop's, which has none to spare on sm_90.
 DDK_DEVICE_NOINLINE void merge_cluster_parts(const VerifyParams p, char* smem, const Request g, int row_tile,
@@ -514,48 +517,57 @@ DDK_DEVICE_NOINLINE void merge_cluster_parts(const VerifyParams p, char* smem, c
   const int rank = static_cast<int>(ddk::cluster_ctarank()), size = static_cast<int>(ddk::cluster_nctarank());
   const int rows = g.rows - row_tile * block_m < block_m ? g.rows - row_tile * block_m : block_m;
   const uint16_t* so = staged_o(smem);
-  const float* scales = staged_scale(smem, block_m);
+  const Float4* scales = reinterpret_cast<const Float4*>(staged_scale(smem, block_m));  // a row's 4 quarters
   const float* lses = staged_lse(smem, block_m);
-  const int t = ddk::thread_idx_x(), position = t % kCombineHalf * 4, quarter = position / kColSlice;
+  const int lane = static_cast<int>(ddk::lane_id()), warp = ddk::thread_idx_x() / 32, position = 4 * lane;
   const int64_t first_part = static_cast<int64_t>(2 * (static_cast<int>(ddk::block_idx_x()) - rank)) * block_m;
-  const unsigned held = ddk::lane_id() % kMaxCluster;  // the rank whose LSE and scale this lane loads
-  for (int m = rank + size * (t / kCombineHalf); m < rows; m += size * p.row_groups) {  // uniform per warp
+  const unsigned held = ddk::lane_id() % kMaxCluster;  // the rank whose LSE and scales this lane loads
+  for (int m = rank + size * warp; m < rows; m += size * kGroupThreads / 32 * p.row_groups) {  // uniform per warp
     const bool holds = static_cast<int>(held) < size;
     const float lse = holds ? ddk::ld_cluster(lses + m, held) : kNegInf;
-    const float unit = holds ? ddk::ld_cluster(scales + (m * kPartQuarters + quarter), held) : 0.f;
+    const Float4 unit = holds ? ddk::ld_cluster(scales + m, held) : Float4{0.f, 0.f, 0.f, 0.f};
     float best = fmaxf(kNegInf, lse);  // a NaN LSE left out, as by every max here
     for (int k = 1; k < kMaxCluster; k *= 2) best = fmaxf(best, ddk::shfl_xor(best, k));
     const float base = best == kNegInf ? 0.f : best;
-    // every rank's values loaded before any is added (whatever its weight, so that the loads go out together
-    // and do not depend on the data: ncu saw them one after another, each behind its weight's branch)
-    Half4 v[kMaxCluster][1];
-    for (int q = 0; q < kMaxCluster; ++q) {  // unrolled: the values stay in registers
-      if (q >= size) break;
-      v[q][0] = ddk::ld_cluster(reinterpret_cast<const Half4*>(so + (m * kStagedRow + position)), static_cast<unsigned>(q));
-    }
-    const float w = ddk::fast_exp2(lse - base), wu[1] = {w * unit};
-    float weight_sum = 0.f, acc[1][4] = {{0.f, 0.f, 0.f, 0.f}};
-    for (int q = 0; q < kMaxCluster; ++q) {
-      if (q >= size) break;
-      add_part_of_lane(acc, weight_sum, w, wu, q, v[q]);
+    const float w = ddk::fast_exp2(lse - base);
+    const float wu[kPartQuarters] = {w * unit.x, w * unit.y, w * unit.z, w * unit.w};
+    float weight_sum = 0.f, acc[kPartQuarters][4] = {};
+    // kRanksAtOnce ranks' values loaded before any is added (whatever its weight, so that the loads go out
+    // together and do not depend on the data: ncu saw them one after another, each behind its weight's
+    // branch); all 8 at once made the verify kernel spill
+    for (int q0 = 0; q0 < size; q0 += kRanksAtOnce) {
+      Half4 v[kRanksAtOnce][kPartQuarters];
+      for (int q = 0; q < kRanksAtOnce; ++q) {  // unrolled: the values stay in registers
+        if (q0 + q >= size) break;
+        for (int j = 0; j < kPartQuarters; ++j)
+          v[q][j] = ddk::ld_cluster(reinterpret_cast<const Half4*>(so + (m * kStagedRow + position + j * kColSlice)),
+                                    static_cast<unsigned>(q0 + q));
+      }
+      for (int q = 0; q < kRanksAtOnce; ++q) {
+        if (q0 + q >= size) break;
+        add_part_of_lane(acc, weight_sum, w, wu, q0 + q, v[q]);
+      }
     }
     if (whole) {
       const int64_t row = static_cast<int64_t>(g.q_base) * p.heads + row_tile * block_m + m;
-      write_merged_row(p, row, position, acc[0], weight_sum, base, t % kCombineHalf == 0);
+      for (int j = 0; j < kPartQuarters; ++j)
+        write_merged_row(p, row, position + j * kColSlice, acc[j], weight_sum, base, lane == 0 && j == 0);
       continue;
     }
     const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
-    const float(&sum)[4] = acc[0];
-    float largest = 0.f;
-    for (int e = 0; e < 4; ++e) largest = fmaxf(largest, finite_abs(sum[e] * inv));
-    const PartScale scale = part_scale(warp_max(largest));
-    const float s = inv * scale.inverse;
     const int64_t part = first_part + m;
-    ddk::st_global(reinterpret_cast<Half4*>(p.ws_o + (part * kDimV + position)),
-                   Half4{ddk::pack_f16x2(sum[0] * s, sum[1] * s), ddk::pack_f16x2(sum[2] * s, sum[3] * s)});
-    if (ddk::lane_id() == 0) ddk::st_global(p.ws_scale + (part * kPartQuarters + quarter), scale.unit);
+    for (int j = 0; j < kPartQuarters; ++j) {
+      float largest = 0.f;
+      for (int e = 0; e < 4; ++e) largest = fmaxf(largest, finite_abs(acc[j][e] * inv));
+      const PartScale scale = part_scale(warp_max(largest));
+      const float s = inv * scale.inverse;
+      const float(&sum)[4] = acc[j];
+      ddk::st_global(reinterpret_cast<Half4*>(p.ws_o + (part * kDimV + position + j * kColSlice)),
+                     Half4{ddk::pack_f16x2(sum[0] * s, sum[1] * s), ddk::pack_f16x2(sum[2] * s, sum[3] * s)});
+      if (lane == 0) ddk::st_global(p.ws_scale + (part * kPartQuarters + j), scale.unit);
+    }
     const bool seen = weight_sum > 0.f || weight_sum != weight_sum;  // NaN reaches the combine
-    if (t % kCombineHalf == 0) ddk::st_global(p.ws_lse + part, seen ? base + log2f(weight_sum) : kNegInf);
+    if (lane == 0) ddk::st_global(p.ws_lse + part, seen ? base + log2f(weight_sum) : kNegInf);
   }
 }
 
@@ -903,8 +915,8 @@ DDK_DEVICE float gather_listed_parts(const VerifyParams& p, const int* listed, i
         const int k = i + b * step;
         if (k >= count) break;
         const uint32_t part = part_row(listed, i0 + k, m);
-        for (int j = 0; j < kQuarters; ++j)
-          v[b][j] = ddk::ld_global_cg(reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position + j * kColSlice)));
+        const Half4* values = reinterpret_cast<const Half4*>(p.ws_o + (part * kDimV + position));
+        for (int j = 0; j < kQuarters; ++j) v[b][j] = ddk::ld_global_cg(values + j * kColSlice / 4);
       }
       for (int b = 0; b < kBatch; ++b) {
         const int k = i + b * step;
@@ -953,14 +965,15 @@ DDK_DEVICE_NOINLINE bool arrive_at_row_tile(const VerifyParams p, char* smem, Pa
   list_parts(p, listed, kGroupThreads * p.row_groups, units, first, last, at.tile_base, at.tiles);
   ddk::sync_block();
   const int left = r.rows.rows - at.row_tile * block_m, rows = left < block_m ? left : block_m;
-  const int position = t % kCombineHalf * 4;
-  // The lane's rows, m = lane + C * k, dealt to the 128-thread halves in turn (k = half, half + row_groups, ...):
-  // all of them work, though the rows are all of one parity of C.
-  for (int m = lane + p.cluster * (t / kCombineHalf); m < rows; m += p.cluster * p.row_groups) {  // per 128 threads
-    float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}}, weight_sum = 0.f;
-    const float base = gather_listed_parts<kGatherBatch, 1>(p, listed, expected, m, position, acc, weight_sum, 0, 1);
+  const int position = 4 * static_cast<int>(ddk::lane_id()), warps = kGroupThreads / 32 * p.row_groups;
+  // The counter lane's rows, m = lane + C * k, a warp each (k = warp, warp + warps, ...)
+  for (int m = lane + p.cluster * (t / 32); m < rows; m += p.cluster * warps) {  // uniform per warp
+    float acc[kPartQuarters][4] = {}, weight_sum = 0.f;
+    const float base =
+        gather_listed_parts<kGatherBatch, kPartQuarters>(p, listed, expected, m, position, acc, weight_sum, 0, 1);
     const int64_t row = static_cast<int64_t>(r.rows.q_base) * p.heads + at.row_tile * block_m + m;
-    write_merged_row(p, row, position, acc[0], weight_sum, base, t % kCombineHalf == 0);
+    for (int j = 0; j < kPartQuarters; ++j)
+      write_merged_row(p, row, position + j * kColSlice, acc[j], weight_sum, base, position == 0 && j == 0);
   }
   return cluster_arrived;
 }
@@ -1159,10 +1172,11 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
 // quarter: columns c, c+1, c+8, c+9, see part_column) with the final merge's gather, the parts in CTA order,
 // so that the result does not depend on which CTA finished first. A CTA of one row merges it with 128
 // threads, a stored position each, or with two such halves (row tiles of many parts: twice the bytes in
-// flight) that each merge every other part; the halves then add up in shared memory, half 0's sum first. Every part's value loads
-// of a batch go out before they are added: measured on an H200 (q9 p32k), 63 µs of load-use chains, one
-// part after the other, for 10 MB; 11.0 µs with 8 parts' values a batch (run 7: 33 parts a half, 5 round
-// trips); 12 parts (kCombineBatch) take about the same registers, as do a warp's 4 parts of 4 positions.
+// flight) that each merge every other part; the halves then add up in shared memory, half 0's sum first.
+// Every part's value loads of a batch go out before they are added: measured on an H200 (q9 p32k), 63 µs of
+// load-use chains, one part after the other, for 10 MB; 11.0 µs with 8 parts' values a batch (run 7: 33
+// parts a half, 5 round trips); 12 parts (kCombineBatch) take about the same registers, as do a warp's 4
+// parts of 4 positions (kCombineRowBatch).
 constexpr int kCombineBatch = 12;
 constexpr int kCombineRowBatch = 4;
 constexpr int kCombineMaxRows = 64;  // rows a combine CTA merges at most (the launchers refuse more)

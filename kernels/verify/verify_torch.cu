@@ -25,7 +25,8 @@ void check_aligned(const at::Tensor& t, const char* name, uintptr_t bytes) {
               "-byte aligned (cp.async and vector accesses), its data starts at ", t.data_ptr());
 }
 
-// The dynamic shared-memory opt-ins (97 KB, and the combine's list of parts) are per-device attributes: set it once on every device it runs on.
+// The dynamic shared-memory opt-ins (97 KB, and the combine's list of parts) are per-device attributes: set
+// them once on every device the kernels run on.
 void allow_shared_memory(int device) {
   static std::mutex lock;
   static std::set<int> configured;
