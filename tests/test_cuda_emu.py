@@ -686,27 +686,60 @@ def test_the_fp16_parts_keep_their_precision_whatever_the_range(fp64, label, inp
     assert f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP and f.max_channel_ulp <= 1.5, f
 
 
-@pytest.mark.parametrize("combine_rows", [2, 5, 16, 64])
-def test_a_combine_cta_of_many_rows_merges_them_as_one_of_one_row_does(combine_rows):
-    """A ragged batch whose requests' rows (17 x 8, 1 x 8, 17 x 8) are no multiple of 5 or 16 and whose row
-    tiles are 48 rows: a combine CTA of R rows crosses row tiles and requests (a segment each), and its warps
-    each merge a row with the same arithmetic a half merged it with: the bits of one row a CTA."""
-    x = merge(
+@pytest.fixture(scope="module")
+def ragged_three():
+    """Requests of 17, 1 and 17 tokens x 8 heads (136, 8 and 136 rows, no multiple of 5 or 16), the middle one
+    a single key: its row tile is one unit, whole in one CTA however the others split."""
+    return merge(
         [
             generate_inputs(make_case(prefix=700, tree={"kind": "ddtree", "budget": 16})),
-            generate_inputs(make_case(prefix=45, tree={"kind": "chain", "length": 1})),
+            generate_inputs(make_case(prefix=0, tree={"kind": "chain", "length": 1})),
             generate_inputs(make_case(prefix=300, tree={"kind": "ddtree", "budget": 16})),
         ]
     )
+
+
+@pytest.mark.parametrize("combine_rows", [2, 5, 16, 64])
+def test_a_combine_cta_of_many_rows_merges_them_as_one_of_one_row_does(ragged_three, combine_rows):
+    """A combine CTA of R rows crosses row tiles (48 rows) and requests, a segment each, skips the row tile
+    written whole, and its warps each merge a row with the same arithmetic a half merged it with: the bits
+    of one row a CTA."""
+    x = ragged_three
     one = CudaEmuBackend(ctas=40, row_groups=3, combine_rows=1)
     many = CudaEmuBackend(ctas=40, row_groups=3, combine_rows=combine_rows)
-    plan = many.marshaled_launch(x).plan
+    launch = many.marshaled_launch(x)
+    plan, k = launch.plan, launch.kernel
     assert (plan.combines, plan.combine_halves, plan.combine_rows) == (True, 1, combine_rows), plan
+    requests = request_extents(k.heads, k.kv_offsets.tolist(), k.q_offsets.tolist(), plan.block_m)
+    parts = [
+        [len(parts_of_row_tile(plan, requests, r, t)) for t in range(g.row_tiles)]
+        for r, g in enumerate(requests)
+    ]
+    assert parts[1] == [0] and all(n > 1 for n in parts[0] + parts[2]), parts
     lse_one, lse_many = lse_buffer(x), lse_buffer(x)
     out_one = one.run(x, lse=lse_one).clone()
     out_many = many.run(x, lse=lse_many).clone()
     assert not bool(poisoned_mask(out_many).any())
     assert torch.equal(out_one, out_many) and torch.equal(lse_one, lse_many)
+
+
+def test_a_two_half_combine_of_many_rows_deals_them_to_its_eight_warps(fp64):
+    """Two halves (row tiles of many parts) and 8 rows a CTA: rows go a warp each, every part added in order
+    (not every other part by each half, as with one row a CTA): the same bits at 8 and 64 rows a CTA."""
+    x = generate_inputs(make_case(prefix=2000, tree={"kind": "chain", "length": 4}))
+    outs = []
+    for combine_rows in (8, 64):
+        backend = CudaEmuBackend(ctas=40, combine_rows=combine_rows)
+        plan = backend.marshaled_launch(x).plan
+        assert (plan.combine_halves, plan.combine_rows) == (2, combine_rows), plan
+        lse = lse_buffer(x)
+        outs.append((backend.run(x, lse=lse).clone(), lse))
+    (out, lse), (other, other_lse) = outs
+    assert torch.equal(out, other) and torch.equal(lse, other_lse)
+    f = parity_figures(out, fp64.run(x))
+    assert f.unwritten == 0 and f.max_row_ulp <= MAX_ROW_ULP and f.mean_row_ulp <= MEAN_ROW_ULP, f
+    _, truth = dense(x)
+    assert float((lse.double() - truth).abs().max()) <= LSE_ATOL
 
 
 @pytest.mark.parametrize(("ctas", "halves"), [(8, 1), (40, 2)])

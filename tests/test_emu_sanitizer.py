@@ -161,16 +161,20 @@ def test_the_verify_kernel_is_clean_on_suite_cases(row_groups):
         assert emu.marshaled_launch(x).plan.row_groups == (row_groups or 2), case.id
 
 
-@pytest.mark.parametrize(("ctas", "prefix"), [(40, 2000), (40, 100)])  # 4 key tiles at 100: idle CTAs
-def test_the_two_half_combine_is_clean(ctas, prefix):
+@pytest.mark.parametrize(("ctas", "prefix", "rows"), [(40, 2000, 1), (40, 100, 1), (40, 2000, 5)])
+def test_the_two_half_combine_is_clean(ctas, prefix, rows):
     """One row tile (4 tokens x 8 heads) in 40 parts: the combine runs two halves that meet in shared
-    memory; with 4 key tiles most CTAs' ranges are empty."""
+    memory (one row a CTA), or 8 warps over 5 rows a CTA, a segment a row tile; with 4 key tiles most CTAs'
+    ranges are empty."""
     entry = {"label": "halves", "model": "kimi-k2.6", "layout": {"tp": 8}, "prefix": prefix}
     entry["tree"] = {"kind": "chain", "length": 4}
     case = parse_suite({"name": "t", "cases": [entry]}, "t").cases[0]
     x = generate_inputs(case)
-    emu = CudaEmuBackend(workers=1, ctas=ctas)
-    assert emu.marshaled_launch(x).plan.combine_halves == 2
+    emu = CudaEmuBackend(workers=1, ctas=ctas, combine_rows=rows)
+    assert (emu.marshaled_launch(x).plan.combine_halves, emu.marshaled_launch(x).plan.combine_rows) == (
+        2,
+        rows,
+    )
     lse = torch.empty(x.q_extend.shape[0], x.q_extend.shape[1])
     traced = emu.run_traced(x, lse, counters=False, sanitize=True)
     assert traced.sanitizer.clean, traced.sanitizer.summary()

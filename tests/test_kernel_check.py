@@ -298,7 +298,10 @@ def test_plan_constants_agree_with_the_kernel_source():
     assert c["kMaxThreads"] == plan.MAX_ROW_GROUPS * plan.GROUP_THREADS
     assert c["kBlockN"] == plan.BLOCK_N
     assert c["kCombineHalf"] == plan.COMBINE_HALF
-    assert c["kCombineSmemBytes"] == plan.COMBINE_SMEM_BYTES
+    assert c["kCombineSmemBytes"] == plan.COMBINE_SMEM_BYTES == plan.combine_smem_bytes(c["kMaxListedCtas"])
+    assert (
+        c["kCombineFixedBytes"] == plan.COMBINE_FIXED_BYTES and c["kCombineMaxRows"] == plan.MAX_COMBINE_ROWS
+    )
     # the combine kernel: 4 output columns per thread of a half cover the 512 of a row
     assert c["kCombineHalf"] * 4 == c["kDimV"]
     # a part row: 512 fp16 columns, one scale per quarter, the LSE (what the model and footprint count)

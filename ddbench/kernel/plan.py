@@ -71,12 +71,12 @@ PART_PASSES = 2
 COMBINE_ROW_TILES = 0.25
 # Rows a combine CTA merges: finding their row tile and listing its parts (64-bit divisions) is paid once
 # for them, not once a row, while the combine keeps COMBINE_CTAS_PER_SLOT CTAs an SM or more to run its
-# rows' round trips side by side; powers of two up to PLANNED_COMBINE_ROWS. Where two halves share a row
-# (many parts), one row a CTA. Modeled on the H200 (graph, suites/model-report.json; the combine's µs at 1,
-# 2, 4, 8 and 16 rows): q65 p4k, 520 rows, 5.15 4.43 4.03 6.60 12.15; bs16 q9 p4k, 1,152 rows, 10.75 6.15
-# 6.15 7.10 8.05; DeepSeek-V3 bs4, 4,160 rows, 29.36 19.15 18.73 10.53 10.36 (the rule: 2, 4 and 16 rows;
-# one a CTA before, 8.23, 15.5 and 49.6 µs with the old combine); bs1 q9 p32k, 72 rows of 66 parts in two
-# halves, 5.03 at one row, 7.88 at two.
+# rows' round trips side by side; powers of two up to PLANNED_COMBINE_ROWS, of the rows the shapes give (a
+# ragged batch's, padded to its longest request). Where two halves share a row (many parts), one row a CTA.
+# Modeled on the H200 (graph, suites/model-report.json; the combine's µs at 1, 2, 4, 8 and 16 rows): q65
+# p4k, 520 rows, 4.21 3.52 3.61 5.99 9.55; bs16 q9 p4k, 1,152 rows, 9.19 7.75 4.27 4.56 6.80; DeepSeek-V3
+# bs4, 4,160 rows, 22.84 13.14 8.65 6.19 5.39 (the rule: 2, 4 and 16 rows; a CTA a row before, 8.23, 15.5
+# and 49.6 µs); bs1 q9 p32k, 72 rows of 66 parts in two halves, 4.96 at one row, 5.40 at two.
 COMBINE_CTAS_PER_SLOT = 1.5
 PLANNED_COMBINE_ROWS = 16
 # 48-row CTAs once a launch has at least this many 32-row work units per CTA slot: each KV tile then serves
@@ -128,7 +128,8 @@ MAX_CLUSTER = 8
 # of about 1 µs, a stream launch of 2.5) and no workspace read back by a second grid. With clusters the
 # counters are per lane (rows m = j mod C), so the C ranks of the last cluster share the rows; the parts
 # left are k / C a row tile. Without clusters one CTA would merge a whole row tile of up to ~100 parts, far
-# slower than the combine's CTA per row: only where clusters merge. Its list of parts lives in the stages.
+# slower than the combine's CTAs of a few rows each: only where clusters merge. Its list of parts lives in the
+# stages.
 MAX_LISTED_CTAS = 2 * STAGE_BYTES // 4
 CLUSTER_FROM_TILES = 3.0
 # A split that would run in clusters, every row tile in whole clusters, is judged at the CTAs it would run
@@ -205,7 +206,7 @@ class LaunchPlan:
     whole_row_tiles: int  # > 0: CTA c is row tile c % whole_row_tiles of request c // whole_row_tiles, whole
     row_tiles: int  # per request at the longest q_len
     row_groups: int  # 2 or 3: 32 or 48 rows per CTA
-    combine_halves: int = 1  # 1 or 2: 128 or 256 combine threads per row
+    combine_halves: int = 1  # 1 or 2: 128 or 256 combine threads a CTA
     cluster: int = 1  # CTAs per thread-block cluster (1: none); one inside a row tile merges its parts
     final_merge: bool = False  # split row tiles merged in the verify kernel by their last CTAs: no combine
     combine_rows: int = 1  # rows a combine CTA merges (its row tiles' index arithmetic paid once for them)
@@ -354,8 +355,8 @@ def plan_launch(
     if split > MAX_LISTED_CTAS:
         raise ValueError(f"a split row tile's merge lists at most {MAX_LISTED_CTAS} CTAs, not {split}")
     # a forced 0 CTAs: the launch refuses it
-    if combine_rows is None:
-        combine_rows = _combine_rows(batch_size * rows, slots, halves)
+    if combine_rows is None:  # (a final merge has no combine)
+        combine_rows = 1 if final_merge else _combine_rows(batch_size * rows, slots, halves)
     return LaunchPlan(split, 0, row_tiles, row_groups, halves, cluster, final_merge, combine_rows)
 
 

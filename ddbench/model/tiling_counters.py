@@ -190,7 +190,8 @@ def tiling_counters(
     if plan.combines:
         read = ws // max(1, merged_rows) + 1  # the parts of a row's tile, on average
         ctas = -(-merged_rows // plan.combine_rows)  # CTAs of combine_rows rows (the last one may have fewer)
-        moved = plan.combine_rows * (read + OUT_ROW_BYTES)
+        rows_a_cta = merged_rows // ctas  # on average
+        moved = rows_a_cta * (read + OUT_ROW_BYTES)
         kernels.append(
             {
                 "name": "combine_parts_kernel",
@@ -214,7 +215,7 @@ def tiling_counters(
                         "phases": [
                             _phase(
                                 global_bytes=moved,
-                                instructions=4 * plan.combine_rows * (read // PART_ROW_BYTES + 1) * 12,
+                                instructions=4 * rows_a_cta * (read // PART_ROW_BYTES + 1) * 12,  # 4 quarters
                             )
                         ],
                     }

@@ -41,7 +41,8 @@ def would_be_sampled(case: Case) -> bool:
 
 def emulation_for(gpu: GpuSpec, plan_options: Mapping[str, int | bool] | None = None) -> CudaEmuBackend:
     """The emulation, its launches planned as on `gpu` (its SMs, DRAM pace and clusters at once), with
-    `plan_options` forced (CudaEmuBackend's: ctas, whole_row_tiles, row_groups, cluster, final_merge)."""
+    `plan_options` forced (CudaEmuBackend's: ctas, whole_row_tiles, row_groups, cluster, final_merge,
+    combine_rows)."""
     return CudaEmuBackend(
         sm_count=gpu.sms,
         dram_pace=dram_pace_of(gpu.name),

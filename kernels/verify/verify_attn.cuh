@@ -445,8 +445,8 @@ DDK_HOST_DEVICE int part_column(int position) {
   return quarter * kColSlice + (2 * j + e / 2) * 8 + 2 * lc + e % 2;
 }
 
-constexpr int kCombineHalf = 128;  // threads of a combine half, and of a row being merged in a cluster
-constexpr int kGatherBatch = 4;  // parts whose loads (4 positions each) the final merge issues before adding them
+constexpr int kCombineHalf = 128;  // threads of a combine half (a CTA of one row merges it by halves)
+constexpr int kGatherBatch = 4;  // parts whose loads (4 positions each) a merge of a row a warp issues at once
 
 // A merging cluster's CTAs stage their parts over the stages (free after the last tile), in the workspace's
 // layout but for the row stride: block_m rows of 512 fp16 (part_column order) 32 bytes apart more than the
@@ -502,6 +502,15 @@ DDK_DEVICE void write_merged_row(const VerifyParams& p, int64_t row, int positio
     ddk::st_global(p.lse + row, weight_sum > 0.f ? (base + log2f(weight_sum)) * kLn2 : kNegInf);
 }
 
+// A row merged a warp a row (4 stored positions of each quarter a lane, from 4 * lane) to the output, its
+// LSE by lane 0.
+DDK_DEVICE void write_merged_quarters(const VerifyParams& p, int64_t row, const float (&acc)[kPartQuarters][4],
+                                      float weight_sum, float base) {
+  const int position = 4 * static_cast<int>(ddk::lane_id());
+  for (int j = 0; j < kPartQuarters; ++j)
+    write_merged_row(p, row, position + j * kColSlice, acc[j], weight_sum, base, position == 0 && j == 0);
+}
+
 constexpr int kRanksAtOnce = 4;  // ranks whose values a cluster merge loads before it adds them
 
 // Rank r of a merging cluster merges rows r, r + C, ... of the row tile from every CTA's staged part, in rank
@@ -550,8 +559,7 @@ DDK_DEVICE_NOINLINE void merge_cluster_parts(const VerifyParams p, char* smem, c
     }
     if (whole) {
       const int64_t row = static_cast<int64_t>(g.q_base) * p.heads + row_tile * block_m + m;
-      for (int j = 0; j < kPartQuarters; ++j)
-        write_merged_row(p, row, position + j * kColSlice, acc[j], weight_sum, base, lane == 0 && j == 0);
+      write_merged_quarters(p, row, acc, weight_sum, base);
       continue;
     }
     const float inv = weight_sum > 0.f ? 1.f / weight_sum : 0.f;
@@ -971,9 +979,8 @@ DDK_DEVICE_NOINLINE bool arrive_at_row_tile(const VerifyParams p, char* smem, Pa
     float acc[kPartQuarters][4] = {}, weight_sum = 0.f;
     const float base =
         gather_listed_parts<kGatherBatch, kPartQuarters>(p, listed, expected, m, position, acc, weight_sum, 0, 1);
-    const int64_t row = static_cast<int64_t>(r.rows.q_base) * p.heads + at.row_tile * block_m + m;
-    for (int j = 0; j < kPartQuarters; ++j)
-      write_merged_row(p, row, position + j * kColSlice, acc[j], weight_sum, base, position == 0 && j == 0);
+    write_merged_quarters(p, static_cast<int64_t>(r.rows.q_base) * p.heads + at.row_tile * block_m + m, acc,
+                          weight_sum, base);
   }
   return cluster_arrived;
 }
@@ -1176,9 +1183,8 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
 // Every part's value loads of a batch go out before they are added: measured on an H200 (q9 p32k), 63 µs of
 // load-use chains, one part after the other, for 10 MB; 11.0 µs with 8 parts' values a batch (run 7: 33
 // parts a half, 5 round trips); 12 parts (kCombineBatch) take about the same registers, as do a warp's 4
-// parts of 4 positions (kCombineRowBatch).
+// parts of 4 positions (kGatherBatch).
 constexpr int kCombineBatch = 12;
-constexpr int kCombineRowBatch = 4;
 constexpr int kCombineMaxRows = 64;  // rows a combine CTA merges at most (the launchers refuse more)
 // The segment warp 0 places for the CTA, in shared memory (16-byte pieces: one access each).
 struct alignas(16) SegmentUnits {
@@ -1208,11 +1214,13 @@ constexpr int kCombineSmemBytes = kCombineFixedBytes + 4 * kMaxListedCtas;  // t
 DDK_DEVICE void place_segment(const VerifyParams& p, CombineSegment* segment, int64_t row, int64_t end) {
   const RowPlace at = place_row(p, static_cast<int>(row / p.heads), static_cast<int>(row % p.heads));
   if (ddk::lane_id() != 0) return;
-  int rows = static_cast<int>(end - row), parts = 0;
+  int rows = 1, parts = 0;  // a row of no request (offsets that leave tokens out): skipped alone
   int64_t first = 0, last = 0;
-  if (at.unit0 >= 0 && at.tiles > 0) {
+  if (at.unit0 >= 0) {
     const int block_m = kGroupRows * p.row_groups, in_tile = block_m - at.m < at.left ? block_m - at.m : at.left;
-    rows = rows < in_tile ? rows : in_tile;
+    rows = end - row < in_tile ? static_cast<int>(end - row) : in_tile;
+  }
+  if (at.unit0 >= 0 && at.tiles > 0) {
     first = cta_of_unit(at.unit0, at.units, p.num_ctas);
     last = cta_of_unit(at.unit0 + at.tiles - 1, at.units, p.num_ctas);
     int64_t cluster_begin, cluster_end;
@@ -1266,10 +1274,9 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
         const int warp = t / 32, warps = kCombineHalf * halves / 32, lane = static_cast<int>(ddk::lane_id());
         for (int k = warp; k < s.rows; k += warps) {
           float acc[kPartQuarters][4] = {}, weight_sum = 0.f;
-          const float base = gather_listed_parts<kCombineRowBatch, kPartQuarters>(p, listed, s.parts, s.m + k,
-                                                                                  4 * lane, acc, weight_sum, 0, 1);
-          for (int j = 0; j < kPartQuarters; ++j)
-            write_merged_row(p, row + k, 4 * lane + j * kColSlice, acc[j], weight_sum, base, lane == 0 && j == 0);
+          const float base = gather_listed_parts<kGatherBatch, kPartQuarters>(p, listed, s.parts, s.m + k, 4 * lane,
+                                                                              acc, weight_sum, 0, 1);
+          write_merged_quarters(p, row + k, acc, weight_sum, base);
         }
       }
     }
