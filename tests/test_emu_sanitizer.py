@@ -171,10 +171,8 @@ def test_the_two_half_combine_is_clean(ctas, prefix, rows):
     case = parse_suite({"name": "t", "cases": [entry]}, "t").cases[0]
     x = generate_inputs(case)
     emu = CudaEmuBackend(workers=1, ctas=ctas, combine_rows=rows)
-    assert (emu.marshaled_launch(x).plan.combine_halves, emu.marshaled_launch(x).plan.combine_rows) == (
-        2,
-        rows,
-    )
+    plan = emu.marshaled_launch(x).plan
+    assert (plan.combine_halves, plan.combine_rows) == (2, rows)
     lse = torch.empty(x.q_extend.shape[0], x.q_extend.shape[1])
     traced = emu.run_traced(x, lse, counters=False, sanitize=True)
     assert traced.sanitizer.clean, traced.sanitizer.summary()

@@ -354,9 +354,9 @@ def plan_launch(
         final_merge = cluster > 1
     if split > MAX_LISTED_CTAS:
         raise ValueError(f"a split row tile's merge lists at most {MAX_LISTED_CTAS} CTAs, not {split}")
-    # a forced 0 CTAs: the launch refuses it
     if combine_rows is None:  # (a final merge has no combine)
         combine_rows = 1 if final_merge else _combine_rows(batch_size * rows, slots, halves)
+    # a forced 0 CTAs: the launch refuses it
     return LaunchPlan(split, 0, row_tiles, row_groups, halves, cluster, final_merge, combine_rows)
 
 
