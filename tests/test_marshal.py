@@ -559,7 +559,7 @@ def test_the_dram_pace_of_each_gpu_follows_from_its_datasheet():
         (1, 32768, 188, 20.21, 160),  # 1,025 / 69.7 - 2 = 12.7 tiles a CTA: 162, clusters of 8 keep 160
         (16, 4096, 132, None, 128),  # the H200: 4 CTAs to each of the 32 row tiles (the aligned rounding)
         (16, 4096, 132, 61.47, 128),  # the same with its pace: it needs all its SMs to keep up with DRAM
-        (1, 4096, 188, 20.21, 144),  # a short split: 6 clusters of 8 a row tile, 2.7 tiles a CTA
+        (1, 4096, 188, 20.21, 168),  # a short split: 7 clusters of 8 a row tile, 2.3 tiles a CTA
     ],
 )
 def test_no_more_ctas_than_keep_pace_with_dram(batch, prefix, sm_count, pace, ctas):
@@ -638,7 +638,7 @@ def test_the_pace_never_takes_split_ranges_below_the_row_tiles_or_above_the_rang
         (1, 8, 9, 32768, 20.21, 160, 8),  # 81 parts a row tile; 80 in clusters of 8 (3 would keep 81): 10
         (16, 8, 9, 4096, 20.21, 160, 5),  # 5 parts a row tile: one cluster merges each row tile whole
         (1, 8, 65, 4096, 20.21, 176, 8),  # 11 row tiles of 17 parts: 16 each (94 %) in two clusters of 8
-        (1, 8, 9, 4096, 20.21, 144, 8),  # 4 tiles a CTA: a short split, in clusters of 8 (no combine)
+        (1, 8, 9, 4096, 20.21, 168, 8),  # 2.3 tiles a CTA: a short split, in clusters of 8 (no combine)
         # a short split of 20 row tiles: too many for clusters inside row tiles, so 184 CTAs in clusters that
         # straddle them; not on the H200, whose parts cost less than clusters need
         (4, 8, 17, 1312, 20.21, 184, 8),

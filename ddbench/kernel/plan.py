@@ -146,14 +146,18 @@ CLUSTER_KEPT = 0.98
 # saves the combine's launch (a graph node of ~1 µs, a stream launch of 2.5) and its pass
 # over the parts: every row tile in clusters of about this many key tiles a CTA (modeled on
 # suites/model-report.json, RTX PRO 6000, graph: bs1 q9 p4k, 97 CTAs and a combine 8.22 µs, 144 in clusters
-# 6.49; 120: 7.44, 168: 6.87; bs1 q9 p1k, 25 CTAs 7.43, 48 in clusters 6.49, 72: 5.51).
+# 6.49; 120: 7.44, 168: 6.87; bs1 q9 p1k, 25 CTAs 7.43, 48 in clusters 6.49, 72: 5.51). 3 tiles until the
+# merges took a row a warp; then the plan sweep found more clusters faster. At 2, of the 26 plans it moves
+# over the shipped suites (both GPUs, graph), 21 model 10-12 % faster, 2 the same (bs1 q9 p4k on the RTX PRO
+# 6000, 6.45 -> 6.43 µs) and 3 slower: bs1 p4k EAGLE-8 on the H200, 18.37 -> 18.42 (+0.2 %), and
+# kernel-parity's bs1 p640 DDTree-8, 24 -> 48 CTAs, 5.70 -> 5.78 and 15.78 -> 16.05 (+1.5 %, +1.7 %).
 # Where too many row tiles for that fill a wave (ragged batches, many heads), the split rounded down to
 # clusters of 8 that straddle row tiles, whose ranks arrive for all their CTAs' parts and share the merge of
 # a row tile (the kernel's arrive_for_cluster), only where the parts cost CLUSTER_FROM_TILES or more (modeled,
 # stream launches: on the RTX PRO 6000 the 10 such cases of the shipped suites 23-34 % faster, e.g. k26-verify
 # ragged bs4 p0-4096 DDTree-16 17.2 -> 12.6 µs; on the H200, whose parts cost about 2 tiles, 31 cases from
 # 12 % faster to 21 % slower).
-SHORT_CLUSTER_TILES = 3.0
+SHORT_CLUSTER_TILES = 2.0
 DEFAULT_DRAM_PACE = DRAM_PACE_BY_DEVICE[0][1]  # the emulation plans as if on an RTX PRO 6000
 # Clusters of MAX_CLUSTER CTAs a GPU runs at once, one CTA an SM: a cluster's CTAs share a GPC, so a GPC of
 # 14 SMs holds one cluster of 8 and one of 16 two. The H200's 15 is measured (ncu's launch__cluster_max_active
