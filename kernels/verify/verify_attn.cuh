@@ -1258,11 +1258,11 @@ DDK_GLOBAL void combine_parts_kernel(const VerifyParams p) {
         float acc[1][4] = {{0.f, 0.f, 0.f, 0.f}}, weight_sum = 0.f;
         const float base = gather_listed_parts<kCombineBatch, 1>(p, listed, s.parts, s.m, position, acc,
                                                                  weight_sum, half, halves);
-        if (halves == 2 && half == 1) {
-          for (int e = 0; e < 4; ++e) ddk::st_shared(other + (e * kCombineHalf + lane_of_half), acc[0][e]);
-          ddk::st_shared(other + (4 * kCombineHalf + lane_of_half), weight_sum);
-        }
-        if (halves == 2) {
+        if (halves == 2) {  // half 1's sums to half 0
+          if (half == 1) {
+            for (int e = 0; e < 4; ++e) ddk::st_shared(other + (e * kCombineHalf + lane_of_half), acc[0][e]);
+            ddk::st_shared(other + (4 * kCombineHalf + lane_of_half), weight_sum);
+          }
           ddk::sync_block();
           if (half == 0) {
             for (int e = 0; e < 4; ++e) acc[0][e] += ddk::ld_shared(other + (e * kCombineHalf + lane_of_half));
