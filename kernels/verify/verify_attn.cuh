@@ -283,26 +283,30 @@ DDK_HOST_DEVICE bool cluster_units(int64_t c, int64_t units, int64_t ctas, int64
   return true;
 }
 
-// A prefix tile's copies of one column, keys j0, j0 + kRows, ...: every key valid, its slot index at slots[j]
-// (staged in shared memory, or, for a segment's first tile, the pool's in global memory). The slots are all
-// read before the first copy is issued: a copy's asm orders memory, so a slot read between two copies waited
-// for its load each time (ncu, sm_90: 15 instructions and 13-17 % of the samples of the long launches in that
-// loop, most of them stalled on the shared load; a global one is a round trip to L2).
-template <int kRows, bool kGlobal, int kMost = (kBlockN + kRows - 1) / kRows>  // keys a thread copies at most
-DDK_DEVICE void copy_prefix_column(char* dst, const uint16_t* column, const int32_t* slots, int j0) {
-  int32_t slot[kMost];
-  for (int i = 0; i < kMost; ++i) {
-    const int j = j0 + i * kRows;
-    slot[i] = j >= kBlockN ? 0 : kGlobal ? ddk::ld_global(slots + j) : ddk::ld_shared(slots + j);
+// A prefix tile's copies of one column, keys j0, j0 + kRows, ... (j0 < kRows): every key valid, its slot index
+// at slots[j] (staged in shared memory, or, for a segment's first tile, the pool's in global memory). The slots
+// are all read before the first copy is issued: a copy's asm orders memory, so a slot read between two copies
+// waited for its load each time (ncu, sm_90: 15 instructions and 13-17 % of the samples of the long launches
+// in that loop, most of them stalled on the shared load; a global one is a round trip to L2). The first
+// kBlockN / kRows keys exist for every j0 < kRows, only the last depends on j0: one test, not one a key. A
+// source address is one multiply-add of the slot into the column's byte address, and a destination the row's
+// address plus a constant (in SASS, 3 address instructions a copy fewer).
+template <int kRows, bool kGlobal, int kAlways = kBlockN / kRows>  // keys every thread copies
+DDK_DEVICE void copy_prefix_column(char* dst, const char* column, const int32_t* slots, int j0) {
+  const bool one_more = j0 < kBlockN % kRows;
+  int32_t slot[kAlways + 1];
+  for (int i = 0; i <= kAlways; ++i) {
+    const int32_t* at = slots + (j0 + i * kRows);
+    slot[i] = i < kAlways || one_more ? (kGlobal ? ddk::ld_global(at) : ddk::ld_shared(at)) : 0;
   }
-  for (int i = 0; i < kMost; ++i) {
-    const int j = j0 + i * kRows;
-    if (j < kBlockN) ddk::cp_async_16(dst + j * kSmemRowBytes, column + static_cast<int64_t>(slot[i]) * kDimQK, true);
-  }
+  char* row = dst + j0 * kSmemRowBytes;
+  for (int i = 0; i <= kAlways; ++i)
+    if (i < kAlways || one_more)
+      ddk::cp_async_16(row + i * kRows * kSmemRowBytes, column + static_cast<int64_t>(slot[i]) * kRowBytes, true);
 }
 
 template <int kRows>
-DDK_DEVICE void copy_prefix_tile(char* dst, const uint16_t* column, const VerifyParams& p, const Request& g,
+DDK_DEVICE void copy_prefix_tile(char* dst, const char* column, const VerifyParams& p, const Request& g,
                                  const int32_t* staged, int first_key, int j0) {
   if (staged != nullptr)
     copy_prefix_column<kRows, false>(dst, column, staged, j0);
@@ -328,7 +332,7 @@ DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, 
   // loop, and the first tile weighs most in the short launches, which 32-row CTAs serve.
   static_assert(kGroupThreads * 2 / kChunksPerRow == 3 && kGroupThreads * 3 / kChunksPerRow == 5, "rows at once");
   if (first_key + kBlockN <= g.prefix && (staged != nullptr || rows_at_once == 3)) {
-    const uint16_t* column = p.kv + chunk * 8;
+    const char* column = reinterpret_cast<const char*>(p.kv) + chunk * 16;
     char* dst = stage + smem_offset(0, chunk);
     if (rows_at_once == 5)
       copy_prefix_column<5, false>(dst, column, staged, t / kChunksPerRow);
