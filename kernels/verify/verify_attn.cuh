@@ -50,11 +50,12 @@ constexpr int kStageBytes = kBlockN * kSmemRowBytes;  // 37,376
 // Shared memory, in this order: the two stages, every row group's partial S, every row's mask words, the slot
 // indices of two tiles, and the cursor (where the CTA is in its range of work units, see
 // verify_attention_kernel).
-// Partial S of a (row group, quarter): 16 rows x 32 keys of fp32, rows 32 floats apart. A row's 8 floats at
-// 8 * lc are quad lane lc's scores of it, n-tiles 0 and 1 in one half and 2 and 3 in the other, the halves
-// swapped on odd rows (partial_at): a lane moves its 4 scores of a row and a pair of n-tiles as one 128-bit
-// access, and a quarter-warp's 8 of them (2 rows x 4 lanes) cover the 32 banks once (4 wavefronts per warp
-// instruction, none wasted). A warp reads every quarter of its group in 16 such loads a tile, not 32 of 64 bits.
+// Partial S of a (row group, quarter): 16 rows x 32 keys of fp32, as the mma leaves them: for each of the 4
+// n-tiles, each lane's 4 accumulators (its two rows' two keys) as one 16-byte unit, lane by lane. A lane stores
+// its accumulators as they are and loads its own units back from each quarter, one base address and constant
+// offsets (no moves, no per-tile address arithmetic: 31 instructions a warp and tile went to the old
+// row-major stores' addresses and moves on sm_90), and a warp's 32 units are 512 contiguous bytes (4
+// wavefronts per instruction, none wasted). A warp reads every quarter of its group in 16 such loads a tile.
 constexpr int kReduceBytesPerGroup = 4 * kGroupRows * kBlockN * 4;  // 8,192
 constexpr int kMaskBytesPerGroup = 2 * kGroupRows * 2 * 4;  // two words a row, for two tiles: 256
 constexpr int kMaxCluster = 8;       // CTAs of a thread-block cluster at most: the portable size
@@ -384,10 +385,6 @@ DDK_DEVICE int mask_buffer(const VerifyParams& p, int tile_in_segment) {
   return (tile_in_segment % 2) * 2 * kGroupRows * p.row_groups;
 }
 
-// Float index of the 4 partial scores of `row` that quad lane `lc` holds in n-tiles 2 * pair and 2 * pair + 1,
-// in a 16-row slice: see kReduceBytesPerGroup.
-DDK_HOST_DEVICE int partial_at(int row, int lc, int pair) { return row * kBlockN + lc * 8 + ((pair ^ row) & 1) * 4; }
-
 DDK_DEVICE int first_mask_word(const Request& g, int tile) {
   return tile * kBlockN > g.prefix ? (tile * kBlockN - g.prefix) / 32 : 0;
 }
@@ -622,7 +619,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
   ddk::sync_block();
   uint32_t qf[kKSteps][4];
   for (int ks = 0; ks < kKSteps; ++ks) {
-    const int chunk = (quarter * kDimSlice + ks * 16) / 8 + lane / 16;
+    const int chunk = quarter * (kDimSlice / 8) + ks * 2 + lane / 16;
     ddk::ldmatrix_x4(qf[ks], smem + (kStageBytes + smem_offset(group * 16 + lane % 16, chunk)));
   }
   ddk::sync_block();  // stage 1 is about to hold keys
@@ -651,51 +648,45 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     // accumulated side by side: four independent mma chains (two chains of nine, one pair after the other,
     // waited out the accumulator's latency between steps), their 16 accumulators beside Q and O in 168
     // registers without a spill.
-    Float4* mine = reinterpret_cast<Float4*>(reduce + ((group * 4 + quarter) * 16) * kBlockN);
+    constexpr int kQuarterUnits = kGroupRows * kBlockN / 4;  // a quarter's partial S in 16-byte units
+    Float4* mine = reinterpret_cast<Float4*>(reduce + ((group * 4 + quarter) * 16) * kBlockN) + lane;
     float acc[2][2][4] = {};
     for (int ks = 0; ks < kKSteps; ++ks)
       for (int pair = 0; pair < 2; ++pair) {
         uint32_t b[4];
         const int m = lane / 8;
         const int key = pair * 16 + (m / 2) * 8 + lane % 8;
-        const int chunk = (quarter * kDimSlice + ks * 16) / 8 + (m % 2);
+        const int chunk = quarter * (kDimSlice / 8) + ks * 2 + m % 2;  // ks's part a constant offset, not a division
         ddk::ldmatrix_x4(b, stage + smem_offset(key, chunk));
         const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
         ddk::mma_bf16_m16n8k16(acc[pair][0], qf[ks], b0, acc[pair][0]);
         ddk::mma_bf16_m16n8k16(acc[pair][1], qf[ks], b1, acc[pair][1]);
       }
-    for (int pair = 0; pair < 2; ++pair)
-      for (int h = 0; h < 2; ++h) {
-        const float(&n0)[4] = acc[pair][0], (&n1)[4] = acc[pair][1];
-        ddk::st_shared(mine + partial_at(lr + 8 * h, lc, pair) / 4,
-                       Float4{n0[2 * h], n0[2 * h + 1], n1[2 * h], n1[2 * h + 1]});
-      }
+    for (int n = 0; n < 4; ++n) {
+      const float(&c)[4] = acc[n / 2][n % 2];
+      ddk::st_shared(mine + n * 32, Float4{c[0], c[1], c[2], c[3]});
+    }
     stage_slot(slot_buffer(smem, p, it + 2), later_slot);
     ddk::sync_block();
 
     // Full S (the four quarters summed in a fixed order, so every warp of the group agrees bit for bit),
     // scaled into the exp2 domain and masked.
     float s[4][4];
-    for (int pair = 0; pair < 2; ++pair)
-      for (int h = 0; h < 2; ++h) {
-        const int at = partial_at(lr + 8 * h, lc, pair) / 4;
-        // from quarter 0's values, not 0 + them: the compiler keeps 0 + x (it turns -0 into +0), and a score's
-        // zero sign reaches nothing (its max and exp2(s - max) are the same)
-        const Float4 first = ddk::ld_shared(reinterpret_cast<const Float4*>(reduce + (group * 4 * 16) * kBlockN) + at);
-        float v[4] = {first.x, first.y, first.z, first.w};
-        for (int qq = 1; qq < 4; ++qq) {
-          const Float4 part =
-              ddk::ld_shared(reinterpret_cast<const Float4*>(reduce + ((group * 4 + qq) * 16) * kBlockN) + at);
-          v[0] += part.x;
-          v[1] += part.y;
-          v[2] += part.z;
-          v[3] += part.w;
-        }
-        s[2 * pair][2 * h] = v[0] * p.scale_log2;
-        s[2 * pair][2 * h + 1] = v[1] * p.scale_log2;
-        s[2 * pair + 1][2 * h] = v[2] * p.scale_log2;
-        s[2 * pair + 1][2 * h + 1] = v[3] * p.scale_log2;
+    const Float4* sums = reinterpret_cast<const Float4*>(reduce + (group * 4 * 16) * kBlockN) + lane;
+    for (int n = 0; n < 4; ++n) {
+      // from quarter 0's values, not 0 + them: the compiler keeps 0 + x (it turns -0 into +0), and a score's
+      // zero sign reaches nothing (its max and exp2(s - max) are the same)
+      const Float4 first = ddk::ld_shared(sums + n * 32);
+      float v[4] = {first.x, first.y, first.z, first.w};
+      for (int qq = 1; qq < 4; ++qq) {
+        const Float4 part = ddk::ld_shared(sums + (qq * kQuarterUnits + n * 32));
+        v[0] += part.x;
+        v[1] += part.y;
+        v[2] += part.z;
+        v[3] += part.w;
       }
+      for (int e = 0; e < 4; ++e) s[n][e] = v[e] * p.scale_log2;
+    }
     // Keys past the request's end and draft keys a row does not see are masked in a tile that holds draft
     // keys, with the staged mask words of this lane's two rows; a tile of prefix keys (a branch uniform over
     // the CTA) is visible to every row and skips the test of each score: on the H200 the tile loop is bound
@@ -746,13 +737,13 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
         pf[n / 2][(n % 2) * 2 + h] = packed;  // C fragments of n-tiles 2j, 2j+1 -> A fragment of k-step j
       }
 
+    // this lane's row of V for the ldmatrix (key (m % 2) * 8 + lane % 8, chunk m / 2 of the quarter's columns),
+    // then each k-step and pair of n-tiles a constant offset from it
+    const char* v_rows = stage + smem_offset((lane / 8 % 2) * 8 + lane % 8, quarter * (kColSlice / 8) + lane / 16);
     for (int kstep = 0; kstep < 2; ++kstep)
       for (int pair = 0; pair < kOutTiles / 2; ++pair) {
         uint32_t b[4];
-        const int m = lane / 8;
-        const int key = kstep * 16 + (m % 2) * 8 + lane % 8;
-        const int chunk = (quarter * kColSlice + pair * 16) / 8 + m / 2;
-        ddk::ldmatrix_x4_trans(b, stage + smem_offset(key, chunk));
+        ddk::ldmatrix_x4_trans(b, v_rows + smem_offset(kstep * 16, pair * 2));
         const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
         ddk::mma_bf16_m16n8k16(o[2 * pair], pf[kstep], b0, o[2 * pair]);
         ddk::mma_bf16_m16n8k16(o[2 * pair + 1], pf[kstep], b1, o[2 * pair + 1]);
