@@ -306,15 +306,6 @@ DDK_DEVICE void copy_prefix_column(char* dst, const char* column, const int32_t*
       ddk::cp_async_16(row + i * kRows * kSmemRowBytes, column + static_cast<int64_t>(slot[i]) * kRowBytes, true);
 }
 
-template <int kRows>
-DDK_DEVICE void copy_prefix_tile(char* dst, const char* column, const VerifyParams& p, const Request& g,
-                                 const int32_t* staged, int first_key, int j0) {
-  if (staged != nullptr)
-    copy_prefix_column<kRows, false>(dst, column, staged, j0);
-  else
-    copy_prefix_column<kRows, true>(dst, column, p.kv_slots + (g.key_base + first_key), j0);
-}
-
 // 32 keys x 72 chunks: with n = threads / 72 (3 or 5), thread t < 72n copies chunk t % 72 of keys t / 72,
 // t / 72 + n, ...; consecutive threads take consecutive chunks of a row (coalesced), and each thread's
 // addresses step by a constant, so nothing but its column stays in registers through the tile loop. Keys past
@@ -323,6 +314,9 @@ DDK_DEVICE void copy_prefix_tile(char* dst, const char* column, const VerifyPara
 // copies, and the pool's indices are read once a tile (4 or 5 sectors) instead of once per chunk. The first
 // tile, with nothing staged yet, reads them from global memory in front of its copies, while Q is in flight.
 // Draft keys need no index: they are the request's rows of kv_draft, so a tree tile's copies wait for nothing.
+// kStaged: the tile loop's calls, whose slot indices are staged (`staged` is never null there, which the
+// compiler could not prove of a shared-memory pointer: the test cost 12 instructions a warp and tile on sm_90).
+template <bool kStaged>
 DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, const int32_t* staged,
                           int first_key) {
   const int t = ddk::thread_idx_x(), rows_at_once = kGroupThreads * p.row_groups / kChunksPerRow;
@@ -332,13 +326,16 @@ DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, 
   // launch of 32-row CTAs only: with both sizes' global variants, ptxas spilled 4 bytes through sm_90's tile
   // loop, and the first tile weighs most in the short launches, which 32-row CTAs serve.
   static_assert(kGroupThreads * 2 / kChunksPerRow == 3 && kGroupThreads * 3 / kChunksPerRow == 5, "rows at once");
-  if (first_key + kBlockN <= g.prefix && (staged != nullptr || rows_at_once == 3)) {
+  if (first_key + kBlockN <= g.prefix && (kStaged || rows_at_once == 3)) {
     const char* column = reinterpret_cast<const char*>(p.kv) + chunk * 16;
     char* dst = stage + smem_offset(0, chunk);
-    if (rows_at_once == 5)
-      copy_prefix_column<5, false>(dst, column, staged, t / kChunksPerRow);
+    const int j0 = t / kChunksPerRow;
+    if (!kStaged)
+      copy_prefix_column<3, true>(dst, column, p.kv_slots + (g.key_base + first_key), j0);
+    else if (rows_at_once == 5)
+      copy_prefix_column<5, false>(dst, column, staged, j0);
     else
-      copy_prefix_tile<3>(dst, column, p, g, staged, first_key, t / kChunksPerRow);
+      copy_prefix_column<3, false>(dst, column, staged, j0);
     return;
   }
   for (int j = t / kChunksPerRow; j < kBlockN; j += rows_at_once) {
@@ -348,8 +345,7 @@ DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, 
     if (valid && key >= g.prefix) {
       src = p.kv_draft + static_cast<int64_t>(g.q_base + (key - g.prefix)) * kDimQK + chunk * 8;
     } else if (valid) {
-      const int32_t slot =
-          staged != nullptr ? ddk::ld_shared(staged + j) : ddk::ld_global(p.kv_slots + (g.key_base + key));
+      const int32_t slot = kStaged ? ddk::ld_shared(staged + j) : ddk::ld_global(p.kv_slots + (g.key_base + key));
       src += static_cast<int64_t>(slot) * kDimQK + chunk * 8;
     }
     ddk::cp_async_16(stage + smem_offset(j, chunk), src, valid);
@@ -610,7 +606,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     if (valid) src += (static_cast<int64_t>(g.q_base) * p.heads + r) * kDimQK + chunk * 8;  // row (token, head)
     ddk::cp_async_16(smem + (kStageBytes + smem_offset(m, chunk)), src, valid);
   }
-  load_tile(smem, p, g, nullptr, tile_begin * kBlockN);
+  load_tile<false>(smem, p, g, nullptr, tile_begin * kBlockN);
   load_mask_words(p, g, mask_words + mask_buffer(p, 0), row0, tile_begin);
   ddk::cp_async_commit();
   const int32_t second_slot = tile_begin + 1 < tile_end ? fetch_slot(p, g, (tile_begin + 1) * kBlockN) : 0;
@@ -637,7 +633,8 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     char* stage = smem + (it % kStages) * kStageBytes;
     const bool more = tile + 1 < tile_end;
     if (more) {
-      load_tile(smem + ((it + 1) % kStages) * kStageBytes, p, g, slot_buffer(smem, p, it + 1), (tile + 1) * kBlockN);
+      char* next = smem + ((it + 1) % kStages) * kStageBytes;
+      load_tile<true>(next, p, g, slot_buffer(smem, p, it + 1), (tile + 1) * kBlockN);
       // into the buffers the last tile read
       load_mask_words(p, g, mask_words + mask_buffer(p, it + 1), row0, tile + 1);
     }
