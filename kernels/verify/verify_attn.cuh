@@ -47,9 +47,11 @@ constexpr int kColSlice = kDimV / 4;    // 128 output columns per warp
 constexpr int kOutTiles = kColSlice / 8; // 16 n8 tiles of O per warp
 constexpr int kSmemRowBytes = kRowBytes + 16;  // 1,168: see smem_offset
 constexpr int kStageBytes = kBlockN * kSmemRowBytes;  // 37,376
-// Shared memory, in this order: the two stages, every row group's partial S, every row's mask words, the slot
-// indices of two tiles, and the cursor (where the CTA is in its range of work units, see
-// verify_attention_kernel).
+// Shared memory, in this order: the slot indices of two tiles and the cursor (where the CTA is in its range of
+// work units, see verify_attention_kernel), the two stages, every row group's partial S, every row's mask
+// words. The kernel's `smem` is the first stage, and the slot indices and the cursor lie at constant offsets
+// below it, whatever the row groups: their addresses take no register through the kernel (at the end of the
+// buffer, they took one that ptxas spilled once the tile loop needed one more).
 // Partial S of a (row group, quarter): 16 rows x 32 keys of fp32, as the mma leaves them: for each of the 4
 // n-tiles, each lane's 4 accumulators (its two rows' two keys) as one 16-byte unit, lane by lane. A lane stores
 // its accumulators as they are and loads its own units back from each quarter, one base address and constant
@@ -64,7 +66,8 @@ constexpr int kCursorBytes = 12 * 16;  // two cursors and their requests' extent
                                        // for the final merge (PartTail)
 constexpr int kSlotBytes = kStages * kBlockN * 4;  // two tiles' KV slot indices, staged ahead (load_tile)
 static_assert(kSlotBytes % 16 == 0, "the cursor after the slot indices stays 16-byte aligned");
-constexpr int kSmemFixedBytes = kStages * kStageBytes + kSlotBytes + kCursorBytes;  // 75,200
+constexpr int kHeaderBytes = kSlotBytes + kCursorBytes;  // below the stages: 448, a multiple of 16
+constexpr int kSmemFixedBytes = kStages * kStageBytes + kHeaderBytes;  // 75,200
 constexpr int kSmemBytesPerGroup = kReduceBytesPerGroup + kMaskBytesPerGroup;
 constexpr int kMaxSmemBytes = kSmemFixedBytes + kMaxGroups * kSmemBytesPerGroup;  // 100,544 <= 101,376
 DDK_HOST_DEVICE constexpr int smem_bytes(int groups) { return kSmemFixedBytes + groups * kSmemBytesPerGroup; }
@@ -352,10 +355,31 @@ DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, 
   }
 }
 
+// A CTA's `block_m` rows of Q from `row0` (rows (token, head) one after another in q) into stage 1 and the
+// partial-S buffer after it, as a prefix tile's keys are copied: thread t < 72 * n (n = `threads` / 72) copies
+// chunk t % 72 of rows t / 72, t / 72 + n, ..., stepping both addresses by a constant (a loop over one index
+// had spent about 10 instructions a copy dividing it by 72 and rebuilding the addresses). Rows past the
+// request's are zero-filled from q's first row (a source past q's end is never handed to the copy).
+DDK_DEVICE void copy_q_rows(char* smem, const VerifyParams& p, const Request& g, int row0, int block_m,
+                            int threads) {
+  const char* q_rows = reinterpret_cast<const char*>(p.q + (static_cast<int64_t>(g.q_base) * p.heads + row0) * kDimQK);
+  const int t = ddk::thread_idx_x(), rows_at_once = threads / kChunksPerRow;
+  if (t < rows_at_once * kChunksPerRow) {
+    const int m0 = t / kChunksPerRow, chunk = t % kChunksPerRow;
+    char* dst = smem + (kStageBytes + smem_offset(m0, chunk));
+    const char* src = q_rows + (m0 * kRowBytes + chunk * 16);
+    for (int m = m0; m < block_m; m += rows_at_once) {
+      const bool valid = row0 + m < g.rows;
+      ddk::cp_async_16(dst, valid ? src : reinterpret_cast<const char*>(p.q), valid);
+      dst += rows_at_once * kSmemRowBytes;
+      src += rows_at_once * kRowBytes;
+    }
+  }
+}
+
 // The slot indices of the key tile a segment reaches `tile_in_segment` tiles in: two buffers, by its parity.
-DDK_DEVICE int32_t* slot_buffer(char* smem, const VerifyParams& p, int tile_in_segment) {
-  return reinterpret_cast<int32_t*>(smem + (smem_bytes(p.row_groups) - kCursorBytes - kSlotBytes)) +
-         (tile_in_segment % kStages) * kBlockN;
+DDK_DEVICE int32_t* slot_buffer(char* smem, int tile_in_segment) {
+  return reinterpret_cast<int32_t*>(smem - kHeaderBytes) + (tile_in_segment % kStages) * kBlockN;
 }
 
 // Thread j < 32 fetches the slot index of key j of the tile at `first_key` (0 past the prefix: draft keys have
@@ -598,19 +622,12 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
   // tile's slot indices are in flight together (a short launch is a chain of round trips), the copies under one
   // wait; each warp then keeps its 16 rows x 144 dims of Q in registers. Where the first tile holds draft keys
   // only (no prefix), nothing waits for an index: the offsets are the launch's one round trip before it.
-  for (int i = ddk::thread_idx_x(); i < block_m * kChunksPerRow; i += threads) {
-    const int m = i / kChunksPerRow, chunk = i % kChunksPerRow;
-    const int r = row0 + m;
-    const bool valid = r < g.rows;
-    const uint16_t* src = p.q;
-    if (valid) src += (static_cast<int64_t>(g.q_base) * p.heads + r) * kDimQK + chunk * 8;  // row (token, head)
-    ddk::cp_async_16(smem + (kStageBytes + smem_offset(m, chunk)), src, valid);
-  }
+  copy_q_rows(smem, p, g, row0, block_m, threads);
   load_tile<false>(smem, p, g, nullptr, tile_begin * kBlockN);
   load_mask_words(p, g, mask_words + mask_buffer(p, 0), row0, tile_begin);
   ddk::cp_async_commit();
   const int32_t second_slot = tile_begin + 1 < tile_end ? fetch_slot(p, g, (tile_begin + 1) * kBlockN) : 0;
-  stage_slot(slot_buffer(smem, p, 1), second_slot);
+  stage_slot(slot_buffer(smem, 1), second_slot);
   ddk::cp_async_wait<0>();
   ddk::sync_block();
   uint32_t qf[kKSteps][4];
@@ -634,7 +651,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     const bool more = tile + 1 < tile_end;
     if (more) {
       char* next = smem + ((it + 1) % kStages) * kStageBytes;
-      load_tile<true>(next, p, g, slot_buffer(smem, p, it + 1), (tile + 1) * kBlockN);
+      load_tile<true>(next, p, g, slot_buffer(smem, it + 1), (tile + 1) * kBlockN);
       // into the buffers the last tile read
       load_mask_words(p, g, mask_words + mask_buffer(p, it + 1), row0, tile + 1);
     }
@@ -663,7 +680,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
       const float(&c)[4] = acc[n / 2][n % 2];
       ddk::st_shared(mine + n * 32, Float4{c[0], c[1], c[2], c[3]});
     }
-    stage_slot(slot_buffer(smem, p, it + 2), later_slot);
+    stage_slot(slot_buffer(smem, it + 2), later_slot);
     ddk::sync_block();
 
     // Full S (the four quarters summed in a fixed order, so every warp of the group agrees bit for bit),
@@ -1082,9 +1099,9 @@ DDK_DEVICE void first_range(const VerifyParams& p, int cta, Range& range, Cursor
 }
 
 DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const VerifyParams p) {
-  char* smem = ddk::dynamic_smem();
+  char* smem = ddk::dynamic_smem() + kHeaderBytes;  // the first stage (see kHeaderBytes)
   const int cta = ddk::block_idx_x();
-  Cursor* cursor = reinterpret_cast<Cursor*>(smem + (smem_bytes(p.row_groups) - kCursorBytes));
+  Cursor* cursor = reinterpret_cast<Cursor*>(smem - kCursorBytes);
   Extent* extent = reinterpret_cast<Extent*>(cursor + 2);
   Range* range = reinterpret_cast<Range*>(extent + 2);
   int* slot_words = reinterpret_cast<int*>(range + 1);  // two segment slots, the cluster merge, the row tile
