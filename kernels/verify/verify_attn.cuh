@@ -59,6 +59,7 @@ constexpr int kStageBytes = kBlockN * kSmemRowBytes;  // 37,376
 // row-major stores' addresses and moves on sm_90), and a warp's 32 units are 512 contiguous bytes (4
 // wavefronts per instruction, none wasted). A warp reads every quarter of its group in 16 such loads a tile.
 constexpr int kReduceBytesPerGroup = 4 * kGroupRows * kBlockN * 4;  // 8,192
+constexpr int kQuarterUnits = kGroupRows * kBlockN / 4;  // a quarter's partial S in 16-byte units: 128
 constexpr int kMaskBytesPerGroup = 2 * kGroupRows * 2 * 4;  // two words a row, for two tiles: 256
 constexpr int kMaxCluster = 8;       // CTAs of a thread-block cluster at most: the portable size
 constexpr int kCursorBytes = 12 * 16;  // two cursors and their requests' extents, the range, two segment slots
@@ -662,8 +663,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     // accumulated side by side: four independent mma chains (two chains of nine, one pair after the other,
     // waited out the accumulator's latency between steps), their 16 accumulators beside Q and O in 168
     // registers without a spill.
-    constexpr int kQuarterUnits = kGroupRows * kBlockN / 4;  // a quarter's partial S in 16-byte units
-    Float4* mine = reinterpret_cast<Float4*>(reduce + ((group * 4 + quarter) * 16) * kBlockN) + lane;
+    Float4* mine = reinterpret_cast<Float4*>(reduce) + (group * 4 + quarter) * kQuarterUnits + lane;
     float acc[2][2][4] = {};
     for (int ks = 0; ks < kKSteps; ++ks)
       for (int pair = 0; pair < 2; ++pair) {
@@ -686,7 +686,7 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
     // Full S (the four quarters summed in a fixed order, so every warp of the group agrees bit for bit),
     // scaled into the exp2 domain and masked.
     float s[4][4];
-    const Float4* sums = reinterpret_cast<const Float4*>(reduce + (group * 4 * 16) * kBlockN) + lane;
+    const Float4* sums = reinterpret_cast<const Float4*>(reduce) + group * 4 * kQuarterUnits + lane;
     for (int n = 0; n < 4; ++n) {
       // from quarter 0's values, not 0 + them: the compiler keeps 0 + x (it turns -0 into +0), and a score's
       // zero sign reaches nothing (its max and exp2(s - max) are the same)
