@@ -507,9 +507,7 @@ def test_marshaling_mistakes_fail_parity(monkeypatch, fp64, mistake):
         k = marshal(inputs)
         if mistake == "row-stride-prefix":
             return dataclasses.replace(k, mask_words=wrong_stride_words(inputs))
-        return dataclasses.replace(
-            k, kv_slots=inputs.kv_indices.to(torch.int32), kv_offsets=inputs.kv_indptr.to(torch.int32)
-        )
+        return dataclasses.replace(k, kv_offsets=inputs.kv_indptr.to(torch.int32))  # keys: the prefix alone
 
     monkeypatch.setattr(launch_module, "marshal", wrong_marshal)
     wrong = CudaEmuBackend().run(x).clone()
@@ -655,11 +653,12 @@ def test_the_hardware_backends_launch_is_the_extension_call_alone(monkeypatch):
     assert counted == {"properties": 1, "marshal": 1} and len(calls) == 3
     arguments = calls[0]
     assert arguments[2] is not None and arguments[2].data_ptr() == x.k_extend.data_ptr()  # drafts in place
-    assert arguments[7] is x.o_extend and arguments[8] is lse
-    assert arguments[9].shape[0] == 8 and arguments[11].shape == (8, 32, 4)  # two parts per CTA, in prepare
-    assert arguments[12] is None  # no clusters, so no final merge: no arrival counters, the combine runs
-    assert arguments[14] == 4  # the CTAs
-    assert arguments[18] == 1  # forced CTAs: no clusters
+    assert arguments[3].data_ptr() == x.kv_indices.data_ptr()  # SGLang's kv_indices, read in place
+    assert arguments[8] is x.o_extend and arguments[9] is lse
+    assert arguments[10].shape[0] == 8 and arguments[12].shape == (8, 32, 4)  # two parts per CTA, in prepare
+    assert arguments[13] is None  # no clusters, so no final merge: no arrival counters, the combine runs
+    assert arguments[15] == 4  # the CTAs
+    assert arguments[19] == 1  # forced CTAs: no clusters
     assert all(a is b for a, b in zip(calls[0], calls[2], strict=True))  # the very same tensors each launch
 
 

@@ -79,7 +79,7 @@ def test_the_counters_are_left_zero_for_the_next_launch():
     backend = CudaEmuBackend(ctas=24, cluster=8)
     launch = backend.prepare(x)
     first = launch().clone()
-    counters = launch.keep_alive[0].arrivals
+    counters = launch.prepared.arrivals
     assert counters is not None and counters.numel() == 24 * 8 and not bool(counters.any())
     x.o_extend.fill_(float("nan"))  # the same prepared launch again, on the same counters
     assert torch.equal(launch(), first)
@@ -91,7 +91,7 @@ def test_an_arrival_past_the_parts_stops_the_launch():
     x = generate_inputs(case_of(**RAGGED))
     backend = CudaEmuBackend(ctas=24, cluster=8)
     launch = backend.prepare(x)
-    launch.keep_alive[0].arrivals.fill_(50)
+    launch.prepared.arrivals.fill_(50)
     with pytest.raises(KernelEmulationError, match="more arrivals at a row tile than it has parts"):
         launch()
 

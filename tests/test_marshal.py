@@ -139,21 +139,23 @@ def ragged_q_len_inputs() -> VerifyInputs:
 def expected_kernel_inputs(
     x: VerifyInputs, *, row_stride=lambda prefix, q_len: prefix + q_len, with_drafts: bool = True
 ) -> dict[str, torch.Tensor]:
-    """kv_slots, kv_offsets and mask_words built by plain Python loops over SGLang's layout.
+    """The prefix slots the kernel reads, the slot and key offsets and mask_words, built by plain Python loops
+    over SGLang's layout.
 
-    `row_stride` and `with_drafts` let a test build the two classic wrong versions with the same code.
+    `row_stride` and `with_drafts` let a test build the two classic wrong versions with the same code (without
+    the drafts, a request's keys are its prefix alone).
     """
     qo, kv, mk = x.qo_indptr.tolist(), x.kv_indptr.tolist(), x.mask_indptr.tolist()
     kv_indices, out_cache_loc, mask = x.kv_indices.tolist(), x.out_cache_loc.tolist(), x.custom_mask.tolist()
     words_per_row = -(-x.max_len_extend // 32)
-    slots, offsets, words = [], [0], []
+    slots, slot_offsets, offsets, words = [], [0], [0], []
     for r in range(len(qo) - 1):
         prefix, q_len = kv[r + 1] - kv[r], qo[r + 1] - qo[r]
         request_slots = kv_indices[kv[r] : kv[r + 1]]
-        if with_drafts:
-            request_slots = request_slots + out_cache_loc[qo[r] : qo[r + 1]]
         slots += request_slots
-        offsets.append(offsets[-1] + len(request_slots))
+        slot_offsets.append(slot_offsets[-1] + len(request_slots))
+        keys = len(request_slots) + (len(out_cache_loc[qo[r] : qo[r + 1]]) if with_drafts else 0)
+        offsets.append(offsets[-1] + keys)
         for i in range(q_len):
             start = mk[r] + i * row_stride(prefix, q_len) + prefix
             row = [bool(b) for b in mask[start : start + q_len]]
@@ -163,7 +165,8 @@ def expected_kernel_inputs(
                 row_words.append(value - (1 << 32) if value >= 1 << 31 else value)  # uint32 bits as int32
             words.append(row_words)
     return {
-        "kv_slots": torch.tensor(slots, dtype=torch.int32),
+        "prefix_slots": torch.tensor(slots, dtype=torch.int64),
+        "slot_offsets": torch.tensor(slot_offsets, dtype=torch.int32),
         "kv_offsets": torch.tensor(offsets, dtype=torch.int32),
         "mask_words": torch.tensor(words, dtype=torch.int32).view(len(words), words_per_row),
     }
@@ -193,9 +196,11 @@ def test_marshal_matches_the_loop_decoder(label):
     k = marshal(x)
     expected = expected_kernel_inputs(x)
     for name, want in expected.items():
-        got = getattr(k, name)
+        got = k.kv_slots[: want.numel()] if name == "prefix_slots" else getattr(k, name)
         assert got.is_contiguous(), name
         assert_equal(got, want, name)
+    # kv_indices itself, not a copy: the kernel reads SGLang's buffer, whatever its tail holds
+    assert k.kv_slots.data_ptr() == x.kv_indices.data_ptr()
     lengths = [p + q for p, q in zip(x.prefix_lens, x.q_lens, strict=True)]
     assert k.kv_offsets.tolist() == [0, *itertools.accumulate(lengths)]
     assert_equal(k.q_offsets, x.qo_indptr.to(torch.int32), "q_offsets")
@@ -210,19 +215,23 @@ def test_marshal_matches_the_loop_decoder(label):
 
 @pytest.mark.parametrize("label", [*CASES, "ragged-q_len"])
 def test_kv_slots_name_the_keys_of_each_request(label):
-    """The pool rows the kernel reads for request r: its prefix tokens' keys, then k_extend's draft rows."""
+    """The rows the kernel reads for request r: its prefix tokens' pool rows, then k_extend's draft rows, as
+    many keys as kv_offsets gives it."""
     x = ragged_q_len_inputs() if label == "ragged-q_len" else case_inputs(label)
     k = marshal(x)
-    offsets = k.kv_offsets.tolist()
-    qo = x.qo_indptr.tolist()
+    offsets, slot_offsets, qo = k.kv_offsets.tolist(), k.slot_offsets.tolist(), x.qo_indptr.tolist()
+    read = []
     for r in range(x.batch_size):
-        rows = k.kv[k.kv_slots[offsets[r] : offsets[r + 1]].long()]
-        prefix = x.prefix_lens[r]
-        assert rows.shape[0] == prefix + x.q_lens[r]
+        prefix = offsets[r + 1] - offsets[r] - (qo[r + 1] - qo[r])
+        assert prefix == x.prefix_lens[r]
+        slots = k.kv_slots[slot_offsets[r] : slot_offsets[r] + prefix]
+        rows = torch.cat([k.kv[slots], k.kv_draft[qo[r] : qo[r + 1]]])
         assert bool(rows.isfinite().all()), f"request {r}: reads an unused (NaN) pool row"
-        assert torch.equal(rows[prefix:], x.k_extend[qo[r] : qo[r + 1], 0]), f"request {r}: draft keys"
-    # every slot the call reads, once
-    assert k.kv_slots.unique().numel() == k.kv_slots.numel()
+        assert torch.equal(rows[prefix:], x.k_buffer[x.out_cache_loc[qo[r] : qo[r + 1]], 0]), f"request {r}"
+        read.append(slots)
+    # every prefix slot the call reads, once
+    read_slots = torch.cat(read)
+    assert read_slots.unique().numel() == read_slots.numel()
 
 
 @pytest.mark.parametrize("label", [*CASES, "ragged-q_len"])
@@ -306,13 +315,11 @@ def test_leaving_out_the_draft_slots_gives_different_kv_slots(label):
     x = case_inputs(label)
     k = marshal(x)
     wrong = expected_kernel_inputs(x, with_drafts=False)
-    assert k.kv_slots.numel() == x.kv_indices.numel() + x.out_cache_loc.numel()
-    assert wrong["kv_slots"].numel() == x.kv_indices.numel()
+    # the wrong offsets count no draft key at all: with them the kernel would never see k_extend
     assert not torch.equal(k.kv_offsets, wrong["kv_offsets"])
-    # the wrong lists name no draft row at all: with them the kernel would never see k_extend
-    drafts = set(x.out_cache_loc.tolist())
-    assert not drafts & set(wrong["kv_slots"].tolist())
-    assert drafts <= set(k.kv_slots.tolist())
+    keys = (k.kv_offsets[1:] - k.kv_offsets[:-1]).tolist()
+    assert keys == [p + q for p, q in zip(x.prefix_lens, x.q_lens, strict=True)]
+    assert (wrong["kv_offsets"][1:] - wrong["kv_offsets"][:-1]).tolist() == list(x.prefix_lens)
 
 
 # ---------------------------------------------------------------- no host synchronisation
@@ -372,7 +379,7 @@ def test_marshal_does_not_synchronise(no_host_sync, monkeypatch, label):
     no_host_sync()
     k = marshal(x)
     monkeypatch.undo()
-    for name in ("kv_slots", "kv_offsets", "q_offsets", "mask_words"):
+    for name in ("kv_slots", "slot_offsets", "kv_offsets", "q_offsets", "mask_words"):
         assert torch.equal(getattr(k, name), getattr(expected, name)), name
 
 

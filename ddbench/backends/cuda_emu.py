@@ -18,14 +18,16 @@ from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.build import KernelBuildError, build_emulation_library, find_kernels_dir
 from ddbench.kernel.counters import LaunchCounters, parse_counters
 from ddbench.kernel.launch import PreparedLaunch, prepare_launch
+from ddbench.kernel.marshal import marshal_into
 from ddbench.kernel.plan import DEFAULT_DRAM_PACE, DEFAULT_MAX_CLUSTERS, DEFAULT_SM_COUNT
 from ddbench.kernel.sanitizer import SanitizerReport, parse_sanitizer_report
 from ddbench.kernel.work_shapes import verify_work_shapes
 from ddbench.kernel.work_split import cta_arrivals, last_arrivals, request_extents
 
 _ERROR_BYTES = 4096
-# q, kv, kv_draft, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale, arrivals
-BUFFERS = 13
+# q, kv, kv_draft, kv_slots, slot_offsets, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse,
+# ws_scale, arrivals
+BUFFERS = 14
 _EMU_SOURCE = Path("verify") / "verify_emu.cpp"
 
 
@@ -48,11 +50,11 @@ class _EmulatedLaunch:
         library: ctypes.CDLL,
         arguments: tuple[object, ...],
         error: ctypes.Array[ctypes.c_char],
-        out: torch.Tensor,
-        keep_alive: tuple[object, ...],
+        prepared: PreparedLaunch,
+        lse: torch.Tensor | None,
     ) -> None:
-        self.library, self.arguments, self.error, self.out = library, arguments, error, out
-        self.keep_alive = keep_alive
+        self.library, self.arguments, self.error = library, arguments, error
+        self.prepared, self.lse, self.out = prepared, lse, prepared.out
 
     def __call__(self) -> torch.Tensor:
         if self.library.ddk_verify_emu(*self.arguments) != 0:
@@ -179,13 +181,26 @@ class CudaEmuBackend:
             **self.plan_options,
         )
 
-    def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
+    def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> _EmulatedLaunch:
         """Marshal and plan once; the launch is the emulated kernel call alone."""
         library = self._load()
         launch, pointers, scalars = self._arguments(inputs, lse)
         error = ctypes.create_string_buffer(_ERROR_BYTES)
         arguments = (*pointers, *scalars, self.workers, error, _ERROR_BYTES)
-        return _EmulatedLaunch(library, arguments, error, launch.out, keep_alive=(launch, lse))
+        return _EmulatedLaunch(library, arguments, error, launch, lse)
+
+    def prepare_replayable(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
+        """Marshal and plan once, for the buffers' capacity; each launch marshals the lengths the buffers hold
+        then into the same tensors (as a replayed CUDA graph does) and runs the kernel of that one plan."""
+        if inputs.device.type != "cpu":
+            raise ValueError("the emulated kernel replays buffers on the CPU")
+        launch = self.prepare(inputs, lse)
+
+        def replay() -> torch.Tensor:
+            marshal_into(inputs, launch.prepared.kernel)
+            return launch()
+
+        return replay
 
     def run(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> torch.Tensor:
         return self.prepare(inputs, lse)()
@@ -291,8 +306,8 @@ class CudaEmuBackend:
     def _buffers(launch: PreparedLaunch, lse: torch.Tensor | None) -> list[torch.Tensor | None]:
         k = launch.kernel
         return [
-            k.q, k.kv, k.kv_draft, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out, lse,
-            launch.ws_o, launch.ws_lse, launch.ws_scale, launch.arrivals,
+            k.q, k.kv, k.kv_draft, k.kv_slots, k.slot_offsets, k.kv_offsets, k.q_offsets, k.mask_words,
+            launch.out, lse, launch.ws_o, launch.ws_lse, launch.ws_scale, launch.arrivals,
         ]  # fmt: skip
 
     def _arguments(
@@ -308,7 +323,10 @@ class CudaEmuBackend:
             inputs = inputs.to("cpu")
         launch = self.marshaled_launch(inputs)
         k, plan = launch.kernel, launch.plan
-        tensors = [k.q, k.kv, k.kv_draft, k.kv_slots, k.kv_offsets, k.q_offsets, k.mask_words, launch.out]
+        tensors = [
+            k.q, k.kv, k.kv_draft, k.kv_slots, k.slot_offsets, k.kv_offsets, k.q_offsets, k.mask_words,
+            launch.out,
+        ]  # fmt: skip
         if not all(t.is_contiguous() for t in tensors):
             raise ValueError("the emulated kernel needs contiguous tensors")
         pointers = [

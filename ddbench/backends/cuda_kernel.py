@@ -106,6 +106,7 @@ class CudaKernelBackend:
             k.kv,
             k.kv_draft,
             k.kv_slots,
+            k.slot_offsets,
             k.kv_offsets,
             k.q_offsets,
             k.mask_words,

@@ -13,6 +13,12 @@ Two optional parts, both declared rather than probed:
   so the two are timed apart. Callers go through `prepared(backend, inputs)`, which falls back to
   `lambda: backend.run(inputs)` for a backend without `prepare`. A backend declaring the LSE output takes
   the keyword `lse=` in `prepare` (when it has one) and in `run`.
+- `prepare_replayable(inputs) -> Launch`: a launch prepared once for a call's buffers (over-allocated as a
+  live server's, docs/inputs.md) that later calls are written into, as a CUDA graph captured at the first
+  call is replayed: every launch reads the lengths the buffers hold then, and nothing prepared depends on
+  them (no host synchronisation). `replayable(backend, inputs)` falls back to calling `run` on the buffers
+  each time, which is right for any backend that reads the lengths at each call (SGLang's Triton kernel,
+  the references).
 - `capabilities: Capabilities`: what else the backend offers (an LSE output; the mistake a deliberately
   wrong backend plants). `capabilities(backend)` reads it, with the default for backends that declare none.
 """
@@ -71,6 +77,13 @@ class TwoPhaseBackend(Backend, Protocol):
     def prepare(self, inputs: VerifyInputs) -> Launch: ...
 
 
+@runtime_checkable
+class ReplayableBackend(Backend, Protocol):
+    """A backend whose launch, prepared once on a call's buffers, serves each later call written into them."""
+
+    def prepare_replayable(self, inputs: VerifyInputs) -> Launch: ...
+
+
 def capabilities(backend: object) -> Capabilities:
     """What `backend` declares; the defaults (no LSE, no planted mistake) when it declares nothing."""
     declared = getattr(backend, "capabilities", None)
@@ -88,6 +101,14 @@ def prepared(backend: Backend, inputs: VerifyInputs, lse: torch.Tensor | None = 
     if isinstance(backend, TwoPhaseBackend):
         return backend.prepare(inputs, **extra)
     return lambda: backend.run(inputs, **extra)
+
+
+def replayable(backend: Backend, buffers: VerifyInputs) -> Launch:
+    """The launch a CUDA-graph group replays over `buffers`: the backend's own `prepare_replayable`, else a
+    call of its `run` on the buffers at each launch."""
+    if isinstance(backend, ReplayableBackend):
+        return backend.prepare_replayable(buffers)
+    return lambda: backend.run(buffers)
 
 
 def preferred_device() -> torch.device:

@@ -59,6 +59,12 @@ def _channels_text(s: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _tail_text(s: dict[str, Any], name: str) -> str:
+    """For an over-allocated tensor, the part that means anything (a live server's buffers)."""
+    tail = (s.get("tails") or {}).get(name, 0)
+    return f": {s['used'][name]} used, a tail of {tail} never read" if tail else ""
+
+
 def summary_table(s: dict[str, Any]) -> Table:
     table = Table(title=escape(s["file"]), title_justify="left", show_header=False)
     table.add_column("field", style="bold")
@@ -79,7 +85,7 @@ def summary_table(s: dict[str, Any]) -> Table:
             f"{s['pool_rows']} rows, page size {s['page_size']}, out_cache_loc {_said(s['out_cache_loc'])}",
         ),
         ("channels", _channels_text(s)),
-        ("shapes", "\n".join(f"{k} {tuple(v)}" for k, v in s["shapes"].items())),
+        ("shapes", "\n".join(f"{k} {tuple(v)}{_tail_text(s, k)}" for k, v in s["shapes"].items())),
         (
             "made",
             f"{_said(s['source'])} on {_said(s['device'])} at {_said(s['created'])}"

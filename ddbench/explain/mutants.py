@@ -121,14 +121,15 @@ def _key_lists(x: VerifyInputs, k: KernelInputs, lists: list[torch.Tensor]) -> K
         kv_draft[rows] = k.kv[slots[first:].long()]
     return dataclasses.replace(
         k,
-        kv_slots=torch.cat([*lists, torch.empty(0, dtype=torch.int64)]).to(torch.int32),
+        kv_slots=torch.cat([*lists, torch.empty(0, dtype=torch.int64)]).to(torch.int64),
+        slot_offsets=offsets.to(torch.int32),  # a list's prefix keys lead it: its slots start with it
         kv_offsets=offsets.to(torch.int32),
         kv_draft=kv_draft,
     )
 
 
 def _slot_lists(x: VerifyInputs, keys: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], k: KernelInputs):
-    """Rebuild kv_slots/kv_offsets (and kv_draft) from `keys(prefix_slots, draft_slots)` per request."""
+    """Rebuild kv_slots and its offsets (and kv_draft) from `keys(prefix_slots, draft_slots)` per request."""
     lists = [
         keys(x.kv_indices[kv0:kv1].long(), x.out_cache_loc[q0:q1].long())
         for q0, q1, kv0, kv1, _ in _requests(x)

@@ -55,6 +55,7 @@ def capture_summary(capture: Capture) -> dict[str, Any]:
         name: list(getattr(x, name).shape) for name in TENSOR_FIELDS if name not in ("o_extend", "v_buffer")
     }
     shapes[OUTPUT_TENSOR] = list(capture.output.shape)
+    used_slots = x.kv_indices[: x.used_lengths()["kv_indices"]].long()
     trees = [
         {"q_len": t.q_len, "nodes": t.q_len, "depth": t.max_depth, "width": t.width, "leaves": t.leaves}
         for t in x.trees
@@ -81,10 +82,13 @@ def capture_summary(capture: Capture) -> dict[str, Any]:
         "is_causal": x.is_causal,
         "max_len_extend": x.max_len_extend,
         "pool_rows": int(x.k_buffer.shape[0]),
-        "latent_channels": channel_magnitudes(x.k_buffer[x.kv_indices.long(), 0, :HEAD_DIM_V]),
-        "rope_channels": channel_magnitudes(x.k_buffer[x.kv_indices.long(), 0, HEAD_DIM_V:]),
+        "latent_channels": channel_magnitudes(x.k_buffer[used_slots, 0, :HEAD_DIM_V]),
+        "rope_channels": channel_magnitudes(x.k_buffer[used_slots, 0, HEAD_DIM_V:]),
         "output_channels": channel_magnitudes(capture.output),
         "shapes": shapes,
+        # entries of the over-allocatable tensors that mean anything, and how many follow them unread
+        "used": x.used_lengths(),
+        "tails": x.tail_lengths(),
         "out_cache_loc": meta.get("out_cache_loc"),
         "source": meta.get("source"),
         "device": meta.get("device"),

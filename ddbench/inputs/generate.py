@@ -17,7 +17,8 @@ import torch
 from ddbench.errors import InputError
 from ddbench.inputs.capture_file import read_capture
 from ddbench.inputs.layout import VerifyInputs, poison_
-from ddbench.inputs.pool import scatter_slots
+from ddbench.inputs.pool import pool_layout, scatter_slots
+from ddbench.inputs.served_buffers import over_allocated
 from ddbench.suite.ids import canonical_json
 from ddbench.suite.model import Case
 from ddbench.suite.presets import HEAD_DIM_QK, HEAD_DIM_V
@@ -57,7 +58,7 @@ def generate_inputs(case: Case, device: torch.device | str = "cpu") -> VerifyInp
     total_q = case.total_q
 
     request_keys = [p + q for p, q in zip(prefixes, q_lens, strict=True)]
-    slots, pool_rows = scatter_slots(request_keys, case.page_size, g, case.inputs.pool_rows)
+    slots, pool_rows = scatter_slots(request_keys, case.page_size, g, _pool_rows(case))
     prefix_slots = [s[:p] for s, p in zip(slots, prefixes, strict=True)]
     draft_slots = [s[p:] for s, p in zip(slots, prefixes, strict=True)]
 
@@ -119,7 +120,20 @@ def generate_inputs(case: Case, device: torch.device | str = "cpu") -> VerifyInp
         q_lens=tuple(q_lens),
         trees=trees,
     )
+    if case.sglang_buffers is not None:
+        inputs = over_allocated(inputs, case.sglang_buffers.max_context, g)
     return inputs if torch.device(device).type == "cpu" else inputs.to(device)
+
+
+def _pool_rows(case: Case) -> int:
+    """The pool's rows at least: the style's, and for a CUDA-graph group the largest of its calls' pools, so
+    that every call of the group fits the same buffers."""
+    rows = case.inputs.pool_rows
+    buffers = case.sglang_buffers
+    for prefixes in buffers.group_prefixes if buffers is not None else ():
+        keys = [p + q for p, q in zip(prefixes, case.q_lens, strict=True)]
+        rows = max(rows, pool_layout(keys, case.page_size, case.inputs.pool_rows)[1])
+    return rows
 
 
 def _local_peak(

@@ -66,9 +66,11 @@ class VerifyInputs:
     v_buffer: torch.Tensor  # view k_buffer[..., :512], stride(0) = 576
     qo_indptr: torch.Tensor  # (bs+1) int32
     kv_indptr: torch.Tensor  # (bs+1) int32, prefix only
-    kv_indices: torch.Tensor  # (sum prefix) int64, pool slots of prefix tokens
-    out_cache_loc: torch.Tensor  # (T) int64, pool slots of draft tokens
-    custom_mask: torch.Tensor  # (sum q_len*(prefix+q_len)) bool, row stride prefix+q_len
+    # The next three may be longer than the lengths say, as a live server over-allocates them (DESIGN of
+    # docs/inputs.md, "SGLang's buffers"): only kv_indptr[-1], T and mask_indptr[-1] entries mean anything.
+    kv_indices: torch.Tensor  # (>= sum prefix) int64, pool slots of prefix tokens
+    out_cache_loc: torch.Tensor  # (>= T) int64, pool slots of draft tokens
+    custom_mask: torch.Tensor  # (>= sum q_len*(prefix+q_len)) bool/uint8, row stride prefix+q_len
     mask_indptr: torch.Tensor  # (bs+1) int64
     sm_scale: float
     max_len_extend: int
@@ -91,6 +93,24 @@ class VerifyInputs:
     @property
     def device(self) -> torch.device:
         return self.q_extend.device
+
+    def used_lengths(self) -> dict[str, int]:
+        """How many leading entries of each over-allocatable tensor mean anything (reads them on the host:
+        for checks and reports, never for a launch)."""
+        return {
+            "kv_indices": int(self.kv_indptr[-1]),
+            "out_cache_loc": int(self.q_extend.shape[0]),
+            "custom_mask": int(self.mask_indptr[-1]),
+        }
+
+    def tail_lengths(self) -> dict[str, int]:
+        """Entries past the meaningful ones, by tensor (0: sized exactly)."""
+        return {name: getattr(self, name).numel() - used for name, used in self.used_lengths().items()}
+
+    def exact(self) -> VerifyInputs:
+        """The same call with every tensor cut to its meaningful entries (views, no copy)."""
+        used = self.used_lengths()
+        return dataclasses.replace(self, **{name: getattr(self, name)[:n] for name, n in used.items()})
 
     def to(self, device: torch.device | str) -> VerifyInputs:
         moved = {name: getattr(self, name).to(device) for name in TENSOR_FIELDS if name != "v_buffer"}

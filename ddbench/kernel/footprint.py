@@ -2,9 +2,9 @@
 
 A sampled traced launch (one CTA per work shape) cannot count the launch-wide unique sectors, which are what
 DRAM sees; they follow from the addresses alone: every (token, head) row of Q, every pool row a prefix key's
-slot names, every row of the draft keys (kv_draft), the prefixes' slot indices, the offsets, the mask words
-of draft columns, the output rows of row tiles a CTA covers whole (and their LSE), and the fp16 parts of the
-others (with their scales and LSE), a merging cluster's one part or output rows written where its first
+slot names, every row of the draft keys (kv_draft), the prefixes' slot indices, the three offsets, the mask
+words of draft columns, the output rows of row tiles a CTA covers whole (and their LSE), and the fp16 parts
+of the others (with their scales and LSE), a merging cluster's one part or output rows written where its first
 CTA's would be; under the final merge also the output rows of split row tiles and the arrival counters.
 Mirrors kernels/verify/verify_attn.cuh; a test checks it against fully emulated launches, sector for sector.
 """
@@ -59,14 +59,16 @@ def verify_unique_sectors(launch: PreparedLaunch, lse: torch.Tensor | None = Non
             first = q_offsets[r] + max(0, -g.prefix)
             start, length = k.kv_draft.data_ptr() + first * draft_row, (q_offsets[r + 1] - first) * draft_row
             pieces.append((torch.tensor([start]), torch.tensor([length])))
+    whole(k.slot_offsets)
     whole(k.kv_offsets)
     whole(k.q_offsets)
     prefixes = [max(g.prefix, 0) for g in requests]
     slot_bytes = k.kv_slots.element_size()
-    firsts = torch.tensor(kv_offsets[:-1], dtype=torch.int64)
+    slot_offsets = k.slot_offsets.tolist()
+    firsts = torch.tensor(slot_offsets[:-1], dtype=torch.int64)
     # the prefixes' slot indices (the draft keys' are not read)
     pieces.append((k.kv_slots.data_ptr() + firsts * slot_bytes, torch.tensor(prefixes) * slot_bytes))
-    prefix_slots = [k.kv_slots[kv_offsets[r] : kv_offsets[r] + n] for r, n in enumerate(prefixes)]
+    prefix_slots = [k.kv_slots[slot_offsets[r] : slot_offsets[r] + n] for r, n in enumerate(prefixes)]
     slots = torch.unique(torch.cat([*prefix_slots, torch.empty(0, dtype=k.kv_slots.dtype)]).long())
     pieces.append((k.kv.data_ptr() + slots * KV_ROW_BYTES, torch.full_like(slots, KV_ROW_BYTES)))
     words = k.mask_words.shape[1]

@@ -65,7 +65,7 @@ def launch_for(
         k.batch_size,
         k.heads,
         k.max_q_len,
-        k.kv_slots.numel(),
+        k.capacity_keys,
         sm_count,
         ctas,
         whole_row_tiles,

@@ -7,13 +7,14 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from ddbench.backends.protocol import Backend, prepared
+from ddbench.backends.protocol import Backend, Launch, prepared
 from ddbench.baselines.entry import BaselineEntry
 from ddbench.errors import InputError
 from ddbench.inputs import check_inputs, generate_inputs
 from ddbench.inputs.layout import READ_ONLY_FIELDS, VerifyInputs
 from ddbench.metrics import ERROR, PASS, SKIPPED, Verdict, judge, parity_figures
 from ddbench.results.case_result import BackendRun, CaseResult, PairResult
+from ddbench.runner.graph_group import GraphGroup
 from ddbench.runner.timing import time_case
 from ddbench.suite.budget import Budget
 from ddbench.suite.model import ANY_BACKEND, Case
@@ -27,7 +28,7 @@ def input_fingerprints(inputs: VerifyInputs) -> dict[str, int]:
         t = getattr(inputs, name)
         bits = (
             t.view(torch.uint8)
-            if t.dtype == torch.bool
+            if t.element_size() == 1  # bool, or a uint8 custom_mask
             else t.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()])
         )
         out[name] = _chunked_sum(bits)
@@ -44,23 +45,23 @@ def _chunked_sum(bits: torch.Tensor) -> int:
     return sum(int(chunk.sum(dtype=torch.int64)) for chunk in torch.split(bits, rows, dim=0))
 
 
-def _call(backend: Backend, inputs: VerifyInputs) -> BackendRun:
+def _call(backend: Backend, inputs: VerifyInputs, launch_of: Callable[[], Launch]) -> BackendRun:
     before = input_fingerprints(inputs)
-    run = _timed_call(backend, inputs)
+    run = _timed_call(backend, inputs, launch_of)
     changed = [name for name, value in input_fingerprints(inputs).items() if before[name] != value]
     if changed and run.error is None:
         run = BackendRun(backend.name, None, run.seconds, f"modified its inputs: {', '.join(changed)}")
     return run
 
 
-def _timed_call(backend: Backend, inputs: VerifyInputs) -> BackendRun:
+def _timed_call(backend: Backend, inputs: VerifyInputs, launch_of: Callable[[], Launch]) -> BackendRun:
     inputs.fresh_output()
     if inputs.device.type == "cuda":
         torch.cuda.synchronize()
     start = time.perf_counter()
     try:
         # The very path the timing takes (prepare, then the launch): what is judged is what is timed.
-        output = prepared(backend, inputs)()
+        output = launch_of()()
         if inputs.device.type == "cuda":
             torch.cuda.synchronize()
     except Exception as err:  # a backend's crash is that case's result, not the end of the run
@@ -125,11 +126,14 @@ def run_case(
     baselines: Mapping[str, BaselineEntry] | None = None,
     diagnose: Callable[[CaseResult, VerifyInputs], None] | None = None,
     step: Callable[[str], None] | None = None,
+    graph_group: GraphGroup | None = None,
 ) -> CaseResult:
     """Parity of every bound; then, when a budget is given, latency of the backends that ran cleanly.
 
     `diagnose` (the Session attaches explain's) annotates failing pairs while the inputs are at hand;
-    `step` hears what is about to happen inside the case (progress of a long case)."""
+    `step` hears what is about to happen inside the case (progress of a long case); `graph_group` holds a
+    CUDA-graph group's buffers and launches across its cases (runner/graph_group.py; without one, each case of
+    a group starts it anew)."""
     step = step or (lambda what: None)
     start = time.perf_counter()
     result = CaseResult(case)
@@ -144,9 +148,19 @@ def run_case(
         result.error = f"inputs: {type(err).__name__}: {err}"
         result.seconds = time.perf_counter() - start
         return result
+    graph = case.sglang_buffers is not None and case.sglang_buffers.graph
+    group = graph_group if graph_group is not None else GraphGroup()
+    if graph:
+        try:
+            inputs = group.bind(case, inputs)
+        except ValueError as err:
+            result.error = f"inputs: the group's buffers: {err}"
+            result.seconds = time.perf_counter() - start
+            return result
     for name, backend in backends.items():
         step(f"running {name}")
-        result.runs[name] = _call(backend, inputs)
+        launch_of = (lambda b=backend: group.launch(b)) if graph else (lambda b=backend: prepared(b, inputs))
+        result.runs[name] = _call(backend, inputs, launch_of)
     result.pairs = _judge_pairs(case, result.runs)
     if diagnose is not None:
         step("explaining failures")

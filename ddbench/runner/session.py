@@ -29,6 +29,7 @@ from ddbench.results.case_result import CaseResult
 from ddbench.results.document import run_verdict, summary_of
 from ddbench.runner.budgets import budget_for
 from ddbench.runner.execute import run_case
+from ddbench.runner.graph_group import GraphGroup
 from ddbench.runner.roles import Role, default_backends, lend_bounds, refuse_unjudged, roles_in
 from ddbench.runner.selection import load_suites, require_cases, select_cases
 from ddbench.runner.sinks import Sink
@@ -89,6 +90,7 @@ class RunOutcome:
 class Session:
     def __init__(self, options: SessionOptions) -> None:
         self.options = options
+        self._graph = GraphGroup()  # the CUDA-graph group being run: its buffers and launches
         self.suites: list[Suite] = load_suites(
             options.suites, max_cases=options.max_cases, allow_capture_dirs=options.allow_capture_dirs
         )
@@ -236,7 +238,16 @@ class Session:
                 sink.step(case, what)
 
         diagnose: Callable | None = diagnose_failures if options.diagnose else None
-        return run_case(case, backends, self.device, budget, baselines, diagnose=diagnose, step=step)
+        return run_case(
+            case,
+            backends,
+            self.device,
+            budget,
+            baselines,
+            diagnose=diagnose,
+            step=step,
+            graph_group=self._graph,
+        )
 
     def run(self, sinks: Sequence[Sink] = (), deadline: float | None = None) -> RunOutcome:
         """Every case in order; `deadline` (a perf_counter time) stops before the next case, incomplete."""

@@ -12,7 +12,16 @@ from typing import Any
 from ddbench.errors import InputError
 from ddbench.suite.budget import budget_from_json
 from ddbench.suite.ids import HASH_CHARS, workload_hash
-from ddbench.suite.model import LIMIT_NAMES, CaptureRef, Case, InputStyle, Layout, ModelSpec, ParityBound
+from ddbench.suite.model import (
+    LIMIT_NAMES,
+    CaptureRef,
+    Case,
+    InputStyle,
+    Layout,
+    ModelSpec,
+    ParityBound,
+    SglangBuffers,
+)
 
 
 def _bound(spec: dict[str, Any]) -> ParityBound:
@@ -23,6 +32,17 @@ def _bound(spec: dict[str, Any]) -> ParityBound:
         limits,
         spec.get("no_worse_than"),
         float(spec.get("margin_row_ulp", 0.0)),
+    )
+
+
+def _buffers(spec: dict[str, Any] | None) -> SglangBuffers | None:
+    if spec is None:
+        return None
+    return SglangBuffers(
+        spec["mode"],
+        int(spec["max_context"]),
+        tuple(tuple(int(n) for n in p) for p in spec.get("group_prefixes", ())),
+        int(spec.get("replay", 0)),
     )
 
 
@@ -50,6 +70,7 @@ def case_from_json(document: dict[str, Any], source: str | None = None) -> Case:
             tags=tuple(document.get("tags", [])),
             description=document.get("description", ""),
             q_lens=tuple(int(n) for n in document.get("q_lens", ())),
+            sglang_buffers=_buffers(document.get("sglang_buffers")),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise InputError(f"recorded case is incomplete: {type(err).__name__}: {err}", file=source) from None

@@ -45,6 +45,11 @@ def readable_id(case: Case) -> str:
     ]
     if case.page_size != 1:
         parts.append(f"ps{case.page_size}")
+    buffers = case.sglang_buffers
+    if buffers is not None:  # `-k eager`, `-k graph` and `-k replay` select them
+        parts.append(f"{'graph' if buffers.graph else 'eager'}{buffers.max_context}")
+        if buffers.replay:
+            parts.append(f"replay{buffers.replay}")
     return "-".join(parts)
 
 

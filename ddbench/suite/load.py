@@ -150,7 +150,10 @@ def _resolved(raws: list[RawCase], suite: str, file: str, captures: CaptureLoade
     for raw in raws:
         name = raw.fields.get("capture")
         if name is None:
-            yield (raw, *resolve_case(raw, suite, file))
+            cases, problems = resolve_case(raw, suite, file)
+            for case in cases or (None,):  # a CUDA-graph group is several cases
+                yield raw, case, problems
+                problems = []
             continue
         try:
             infos = captures(name)

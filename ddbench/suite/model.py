@@ -95,6 +95,33 @@ class CaptureRef:
     sha256: str
 
 
+SGLANG_BUFFER_MODES = ("eager", "cuda-graph")
+
+
+@dataclass(frozen=True)
+class SglangBuffers:
+    """The call's buffers as a live SGLang server passes them: kv_indices sized for `max_context` keys a
+    request and the custom mask for that capacity, their tails past the lengths holding garbage. In
+    `cuda-graph` mode the backends also prepare their launch once, at that capacity, and a CUDA-graph group
+    of cases replays it: the group's first case (replay 0), then one case per replay length, each writing
+    its call into the same buffers."""
+
+    mode: str
+    max_context: int
+    group_prefixes: tuple[tuple[int, ...], ...] = ()  # cuda-graph: every call of the group, replay order
+    replay: int = 0  # the call of the group this case is (0: the first, at which the launch is prepared)
+
+    @property
+    def graph(self) -> bool:
+        return self.mode == "cuda-graph"
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"mode": self.mode, "max_context": self.max_context}
+        if self.graph:
+            out |= {"group_prefixes": [list(p) for p in self.group_prefixes], "replay": self.replay}
+        return out
+
+
 @dataclass(frozen=True)
 class Case:
     id: str
@@ -118,6 +145,7 @@ class Case:
     description: str = ""
     origin: str = ""  # JSON path of the suite entry the case came from
     q_lens: tuple[int, ...] = ()  # draft tokens per request; () means q_len for every request
+    sglang_buffers: SglangBuffers | None = None  # over-allocated buffers (and a replayed launch), as served
 
     def __post_init__(self) -> None:
         if not self.q_lens:
@@ -147,8 +175,10 @@ class Case:
         return self.shape()
 
     def shape(self) -> dict[str, Any]:
-        """The workload's description (for a capture: what its tensors hold)."""
-        return {
+        """The workload's description (for a capture: what its tensors hold). `sglang_buffers` only where
+        set: the workloads (and IDs) of cases without it do not move."""
+        buffers = {"sglang_buffers": self.sglang_buffers.to_json()} if self.sglang_buffers else {}
+        return buffers | {
             "model": {"name": self.model.name, "heads": self.model.heads, "sm_scale": self.model.sm_scale},
             "layout": {"tp": self.layout.tp, "dp_attention": self.layout.dp_attention},
             "heads_per_rank": self.heads_per_rank,

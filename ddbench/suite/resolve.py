@@ -5,6 +5,7 @@ The schema says what a field may look like; this says whether the values make se
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from typing import Any
@@ -16,7 +17,15 @@ from ddbench.suite.captures import CaptureInfo
 from ddbench.suite.expand import RawCase
 from ddbench.suite.ids import case_id
 from ddbench.suite.input_styles import INPUT_STYLES
-from ddbench.suite.model import LIMIT_NAMES, Case, InputStyle, Layout, ModelSpec, ParityBound
+from ddbench.suite.model import (
+    LIMIT_NAMES,
+    Case,
+    InputStyle,
+    Layout,
+    ModelSpec,
+    ParityBound,
+    SglangBuffers,
+)
 from ddbench.suite.presets import find_preset, preset_names
 from ddbench.trees import MAX_Q_LEN, build_tree, tree_q_len
 
@@ -208,7 +217,48 @@ def _inputs(c: _Checker) -> InputStyle:
     return InputStyle(**{**style, **spec})
 
 
-def resolve_case(raw: RawCase, suite: str, file: str) -> tuple[Case | None, list[InputError]]:
+def _sglang_buffers(c: _Checker, batch_size: int, prefix_lens: tuple[int, ...]) -> SglangBuffers | None:
+    """The buffers as served; every prefix of the group (the case's, each replay's) within max_context."""
+    spec = c.value("sglang_buffers")
+    if spec is None:
+        return None
+    mode, max_context = spec["mode"], spec["max_context"]
+    replays = spec.get("replay_prefix", [])
+    if replays and mode != "cuda-graph":
+        c.fail("sglang_buffers", "replay_prefix needs mode cuda-graph (eager calls are not replayed)")
+    group = [prefix_lens]
+    for k, replay in enumerate(replays):
+        lens = tuple(replay) if isinstance(replay, list) else (replay,) * batch_size
+        if len(lens) != batch_size:
+            c.fail(
+                "sglang_buffers", f"replay_prefix[{k}] has {len(lens)} entries but batch_size is {batch_size}"
+            )
+        group.append(lens)
+    for k, lens in enumerate(group):
+        if lens and max(lens) > max_context:
+            which = "prefix" if k == 0 else f"replay_prefix[{k - 1}]"
+            c.fail("sglang_buffers", f"{which} {max(lens)} is above max_context {max_context}")
+    return SglangBuffers(mode, max_context, tuple(group) if mode == "cuda-graph" else (), 0)
+
+
+def graph_replays(case: Case, label: str | None) -> tuple[Case, ...]:
+    """A cuda-graph case's replays: one case per replay length, the same buffers' group."""
+    buffers = case.sglang_buffers
+    if buffers is None or not buffers.graph:
+        return ()
+    return tuple(
+        case_id(
+            dataclasses.replace(
+                case, prefix_lens=lens, sglang_buffers=dataclasses.replace(buffers, replay=k), id=""
+            ),
+            label,
+        )
+        for k, lens in enumerate(buffers.group_prefixes[1:], start=1)
+    )
+
+
+def resolve_case(raw: RawCase, suite: str, file: str) -> tuple[tuple[Case, ...], list[InputError]]:
+    """The case, and where it is a CUDA-graph group, its replays after it."""
     c = _Checker(raw, file)
     model = _model(c)
     layout = _layout(c, model)
@@ -217,8 +267,9 @@ def resolve_case(raw: RawCase, suite: str, file: str) -> tuple[Case | None, list
     tree, q_lens = _tree(c, seed, batch_size)
     parity = _parity(c)
     budget = _budget(c)  # before the early return: every check reports, not just those before the first error
+    buffers = _sglang_buffers(c, batch_size, prefix_lens)
     if c.errors or model is None:
-        return None, c.errors
+        return (), c.errors
     case = Case(
         id="",
         suite=suite,
@@ -239,8 +290,10 @@ def resolve_case(raw: RawCase, suite: str, file: str) -> tuple[Case | None, list
         tags=tuple(c.value("tags") or ()),
         description=c.value("description") or "",
         origin=raw.entry,
+        sglang_buffers=buffers,
     )
-    return case_id(case, c.value("label")), []
+    first = case_id(case, c.value("label"))
+    return (first, *graph_replays(first, c.value("label"))), []
 
 
 def resolve_capture_case(
@@ -250,6 +303,11 @@ def resolve_capture_case(
     c = _Checker(raw, file)
     parity = _parity(c)
     budget = _budget(c)
+    if c.value("sglang_buffers") is not None:
+        c.fail(
+            "sglang_buffers",
+            "a capture holds the buffers it was made with; sglang_buffers sizes generated ones",
+        )
     if c.errors:
         return None, c.errors
     tree = (

@@ -93,8 +93,10 @@ struct VerifyParams {
   const uint16_t* kv;           // (pool, 576) bf16
   const uint16_t* kv_draft;     // (T, 576) bf16: the draft tokens' keys (k_extend, the same rows as the pool's
                                 // at their slots), read in place: no slot index in front of them
-  const int32_t* kv_slots;      // per request: prefix slots then draft slots (only the prefix's are read)
-  const int32_t* kv_offsets;    // (bs + 1)
+  const int64_t* kv_slots;      // pool slots of the prefix keys: request r's from slot_offsets[r] (SGLang's
+                                // kv_indices as it passes them: entries past the last request's are never read)
+  const int32_t* slot_offsets;  // (bs + 1) where each request's prefix slots start in kv_slots (kv_indptr)
+  const int32_t* kv_offsets;    // (bs + 1) keys of each request, prefix then drafts (kv_indptr + qo_indptr)
   const int32_t* q_offsets;     // (bs + 1)
   const uint32_t* mask_words;   // (T, mask_words_per_row): bit j of row t = draft column j visible
   uint16_t* out;                // (T, H, 512) bf16
@@ -134,7 +136,7 @@ struct alignas(16) Cursor {
   int32_t request;
 };
 struct alignas(16) Extent {  // `request`'s, from the offsets
-  int32_t q_base, q_len, key_base, keys;
+  int32_t q_base, q_len, slot_base, keys;
 };
 struct alignas(16) Range {
   int64_t begin, end;
@@ -164,14 +166,14 @@ static_assert(6 * 16 + sizeof(PartTail) <= kCursorBytes, "the cursor area holds 
 
 // One request's extent, read from the offsets (uniform over the CTA).
 struct Request {
-  int q_base, q_len, key_base, keys, prefix, rows, tiles, row_tiles;
+  int q_base, q_len, slot_base, keys, prefix, rows, tiles, row_tiles;
 };
 
 DDK_DEVICE Request request_of(const VerifyParams& p, Extent e) {
   Request g;
   g.q_base = e.q_base;
   g.q_len = e.q_len;
-  g.key_base = e.key_base;
+  g.slot_base = e.slot_base;
   g.keys = e.keys;
   g.prefix = g.keys - g.q_len;
   g.rows = g.q_len * p.heads;
@@ -183,8 +185,8 @@ DDK_DEVICE Request request_of(const VerifyParams& p, Extent e) {
 
 DDK_DEVICE Request request_at(const VerifyParams& p, int r) {
   const int q_base = ddk::ld_global(p.q_offsets + r), key_base = ddk::ld_global(p.kv_offsets + r);
-  return request_of(p, Extent{q_base, ddk::ld_global(p.q_offsets + (r + 1)) - q_base, key_base,
-                              ddk::ld_global(p.kv_offsets + (r + 1)) - key_base});
+  return request_of(p, Extent{q_base, ddk::ld_global(p.q_offsets + (r + 1)) - q_base,
+                              ddk::ld_global(p.slot_offsets + r), ddk::ld_global(p.kv_offsets + (r + 1)) - key_base});
 }
 
 // Work units of the whole batch: every row tile of every request times its key tiles.
@@ -296,13 +298,17 @@ DDK_HOST_DEVICE bool cluster_units(int64_t c, int64_t units, int64_t ctas, int64
 // kBlockN / kRows keys exist for every j0 < kRows, only the last depends on j0: one test, not one a key. A
 // source address is one multiply-add of the slot into the column's byte address, and a destination the row's
 // address plus a constant (in SASS, 3 address instructions a copy fewer).
-template <int kRows, bool kGlobal, int kAlways = kBlockN / kRows>  // keys every thread copies
-DDK_DEVICE void copy_prefix_column(char* dst, const char* column, const int32_t* slots, int j0) {
+template <int kRows, typename Slot, int kAlways = kBlockN / kRows>  // keys every thread copies
+DDK_DEVICE void copy_prefix_column(char* dst, const char* column, const Slot* slots, int j0) {
   const bool one_more = j0 < kBlockN % kRows;
   int32_t slot[kAlways + 1];
   for (int i = 0; i <= kAlways; ++i) {
-    const int32_t* at = slots + (j0 + i * kRows);
-    slot[i] = i < kAlways || one_more ? (kGlobal ? ddk::ld_global(at) : ddk::ld_shared(at)) : 0;
+    const Slot* at = slots + (j0 + i * kRows);
+    // int64 slots are the pool's (global memory), int32 ones those staged in shared memory
+    if constexpr (sizeof(Slot) == 8)
+      slot[i] = i < kAlways || one_more ? static_cast<int32_t>(ddk::ld_global(at)) : 0;
+    else
+      slot[i] = i < kAlways || one_more ? ddk::ld_shared(at) : 0;
   }
   char* row = dst + j0 * kSmemRowBytes;
   for (int i = 0; i <= kAlways; ++i)
@@ -335,11 +341,11 @@ DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, 
     char* dst = stage + smem_offset(0, chunk);
     const int j0 = t / kChunksPerRow;
     if (!kStaged)
-      copy_prefix_column<3, true>(dst, column, p.kv_slots + (g.key_base + first_key), j0);
+      copy_prefix_column<3>(dst, column, p.kv_slots + (g.slot_base + first_key), j0);
     else if (rows_at_once == 5)
-      copy_prefix_column<5, false>(dst, column, staged, j0);
+      copy_prefix_column<5>(dst, column, staged, j0);
     else
-      copy_prefix_column<3, false>(dst, column, staged, j0);
+      copy_prefix_column<3>(dst, column, staged, j0);
     return;
   }
   for (int j = t / kChunksPerRow; j < kBlockN; j += rows_at_once) {
@@ -349,7 +355,8 @@ DDK_DEVICE void load_tile(char* stage, const VerifyParams& p, const Request& g, 
     if (valid && key >= g.prefix) {
       src = p.kv_draft + static_cast<int64_t>(g.q_base + (key - g.prefix)) * kDimQK + chunk * 8;
     } else if (valid) {
-      const int32_t slot = kStaged ? ddk::ld_shared(staged + j) : ddk::ld_global(p.kv_slots + (g.key_base + key));
+      const int32_t slot = kStaged ? ddk::ld_shared(staged + j)
+                                    : static_cast<int32_t>(ddk::ld_global(p.kv_slots + (g.slot_base + key)));
       src += static_cast<int64_t>(slot) * kDimQK + chunk * 8;
     }
     ddk::cp_async_16(stage + smem_offset(j, chunk), src, valid);
@@ -387,7 +394,7 @@ DDK_DEVICE int32_t* slot_buffer(char* smem, int tile_in_segment) {
 // none to read), and stages it once it is needed.
 DDK_DEVICE int32_t fetch_slot(const VerifyParams& p, const Request& g, int first_key) {
   const int t = ddk::thread_idx_x(), key = first_key + t;
-  return t < kBlockN && key < g.prefix ? ddk::ld_global(p.kv_slots + (g.key_base + key)) : 0;
+  return t < kBlockN && key < g.prefix ? static_cast<int32_t>(ddk::ld_global(p.kv_slots + (g.slot_base + key))) : 0;
 }
 
 DDK_DEVICE void stage_slot(int32_t* slots, int32_t slot) {
@@ -1120,7 +1127,7 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
     ddk::st_shared(slot_words + 2, merge);
     ddk::st_shared(range, first);
     ddk::st_shared(cursor, at);
-    ddk::st_shared(extent, Extent{g.q_base, g.q_len, g.key_base, g.keys});
+    ddk::st_shared(extent, Extent{g.q_base, g.q_len, g.slot_base, g.keys});
   }
   ddk::sync_block();
   for (int k = 0, segment = 0;; k ^= 1, ++segment) {
@@ -1148,7 +1155,7 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
     const int slot = whole ? -1 : 2 * cta + (segment == 0 ? 0 : 1);
     if (ddk::thread_idx_x() == 0) {
       ddk::st_shared(cursor + (k ^ 1), Cursor{request_base, row_tile * g.tiles + tile_end, request});
-      ddk::st_shared(extent + (k ^ 1), Extent{g.q_base, g.q_len, g.key_base, g.keys});
+      ddk::st_shared(extent + (k ^ 1), Extent{g.q_base, g.q_len, g.slot_base, g.keys});
       ddk::st_shared(slot_words + k, slot);  // rewritten two segments on, after this one's barriers
       ddk::st_shared(slot_words + 3, row_tile);  // for the cluster merge
       if (slot >= 0 && p.arrivals != nullptr && ddk::ld_shared(slot_words + 2) != kMergeWhole) {

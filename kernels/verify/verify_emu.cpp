@@ -10,8 +10,8 @@
 namespace {
 
 ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, const uint16_t* kv_draft,
-                                     const int32_t* kv_slots,
-                                     const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
+                                     const int64_t* kv_slots,
+                                     const int32_t* slot_offsets, const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
                                      uint16_t* out, float* lse, uint16_t* ws_o, float* ws_lse, float* ws_scale,
                                      int32_t* arrivals, int total_rows, int heads, int mask_words_per_row,
                                      int batch, int num_ctas, int whole_row_tiles, int row_groups,
@@ -21,6 +21,7 @@ ddk_verify::VerifyParams make_params(const uint16_t* q, const uint16_t* kv, cons
   p.kv = kv;
   p.kv_draft = kv_draft;
   p.kv_slots = kv_slots;
+  p.slot_offsets = slot_offsets;
   p.kv_offsets = kv_offsets;
   p.q_offsets = q_offsets;
   p.mask_words = mask_words;
@@ -91,14 +92,14 @@ char* copy_out(const std::string& s) {
 }  // namespace
 
 extern "C" int ddk_verify_emu(const uint16_t* q, const uint16_t* kv, const uint16_t* kv_draft,
-                              const int32_t* kv_slots,
+                              const int64_t* kv_slots, const int32_t* slot_offsets,
                               const int32_t* kv_offsets, const int32_t* q_offsets, const uint32_t* mask_words,
                               uint16_t* out, float* lse, uint16_t* ws_o, float* ws_lse, float* ws_scale,
                               int32_t* arrivals, int total_rows, int heads, int mask_words_per_row, int batch,
                               int num_ctas, int whole_row_tiles, int row_groups, int combine_halves, int combine_rows,
                               int cluster, float sm_scale, int workers, char* error, int error_len) {
   const ddk_verify::VerifyParams p =
-      make_params(q, kv, kv_draft, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale,
+      make_params(q, kv, kv_draft, kv_slots, slot_offsets, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale,
                   arrivals, total_rows, heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups,
                   combine_halves, combine_rows, cluster, sm_scale);
   if (total_rows == 0 || batch == 0) return 0;
@@ -108,13 +109,13 @@ extern "C" int ddk_verify_emu(const uint16_t* q, const uint16_t* kv, const uint1
 }
 
 // The same launch with counters (flags bit 0), the sanitizer (bit 1) and CTAs grouped by work shape (bit 2).
-// buffer_bytes: the sizes of the thirteen buffers, in argument order (q .. arrivals), for memcheck. n_subset
+// buffer_bytes: the sizes of the fourteen buffers, in argument order (q .. arrivals), for memcheck. n_subset
 // > 0: emulate only those verify CTAs (increasing linear indices), each counted `weights[i]` times. On success the
 // counters and sanitizer JSON documents come back in *counters_json / *sanitizer_json (free them with
 // ddk_emu_free); a part not asked for comes back as nullptr.
 extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, const uint16_t* kv_draft,
-                                     const int32_t* kv_slots,
-                                     const int32_t* kv_offsets, const int32_t* q_offsets,
+                                     const int64_t* kv_slots,
+                                     const int32_t* slot_offsets, const int32_t* kv_offsets, const int32_t* q_offsets,
                                      const uint32_t* mask_words, uint16_t* out, float* lse, uint16_t* ws_o,
                                      float* ws_lse, float* ws_scale, int32_t* arrivals, int total_rows, int heads,
                                      int mask_words_per_row,
@@ -126,17 +127,18 @@ extern "C" int ddk_verify_emu_traced(const uint16_t* q, const uint16_t* kv, cons
   *counters_json = nullptr;
   *sanitizer_json = nullptr;
   const ddk_verify::VerifyParams p =
-      make_params(q, kv, kv_draft, kv_slots, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale,
+      make_params(q, kv, kv_draft, kv_slots, slot_offsets, kv_offsets, q_offsets, mask_words, out, lse, ws_o, ws_lse, ws_scale,
                   arrivals, total_rows, heads, mask_words_per_row, batch, num_ctas, whole_row_tiles, row_groups,
                   combine_halves, combine_rows, cluster, sm_scale);
-  const void* bases[13] = {q,          kv,        kv_draft, kv_slots, kv_offsets, q_offsets, mask_words,
-                           out,        lse,       ws_o,     ws_lse,   ws_scale,   arrivals};
-  static const char* const names[13] = {"q",      "kv",  "kv_draft", "kv_slots", "kv_offsets",
-                                        "q_offsets", "mask_words", "out", "lse", "ws_o",
-                                        "ws_lse", "ws_scale", "arrivals"};
-  ddk::emu::Buffer buffers[13];
+  constexpr int kBuffers = 14;
+  const void* bases[kBuffers] = {q,         kv,         kv_draft, kv_slots, slot_offsets, kv_offsets, q_offsets,
+                                 mask_words, out,       lse,      ws_o,     ws_lse,       ws_scale,   arrivals};
+  static const char* const names[kBuffers] = {"q",          "kv",         "kv_draft",  "kv_slots",   "slot_offsets",
+                                              "kv_offsets", "q_offsets",  "mask_words", "out",       "lse",
+                                              "ws_o",       "ws_lse",     "ws_scale",  "arrivals"};
+  ddk::emu::Buffer buffers[kBuffers];
   int n = 0;
-  for (int i = 0; i < 13; ++i) {
+  for (int i = 0; i < kBuffers; ++i) {
     if (bases[i] == nullptr) continue;
     buffers[n].name = names[i];
     buffers[n].base = bases[i];

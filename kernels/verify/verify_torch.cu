@@ -86,7 +86,7 @@ int64_t max_active_clusters(int64_t cluster, int64_t row_groups) {
 }
 
 void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_draft, const at::Tensor& kv_slots,
-            const at::Tensor& kv_offsets,
+            const at::Tensor& slot_offsets, const at::Tensor& kv_offsets,
             const at::Tensor& q_offsets, const at::Tensor& mask_words, at::Tensor& out,
             const c10::optional<at::Tensor>& lse, at::Tensor& ws_o, at::Tensor& ws_lse, at::Tensor& ws_scale,
             const c10::optional<at::Tensor>& arrivals, double sm_scale,
@@ -97,7 +97,8 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_draf
   check(q, "q", at::kBFloat16, device);
   check(kv, "kv", at::kBFloat16, device);
   check(kv_draft, "kv_draft", at::kBFloat16, device);
-  check(kv_slots, "kv_slots", at::kInt, device);
+  check(kv_slots, "kv_slots", at::kLong, device);  // SGLang's kv_indices, tail and all: never copied
+  check(slot_offsets, "slot_offsets", at::kInt, device);
   check(kv_offsets, "kv_offsets", at::kInt, device);
   check(q_offsets, "q_offsets", at::kInt, device);
   check(mask_words, "mask_words", at::kInt, device);
@@ -109,9 +110,10 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_draf
   TORCH_CHECK(out.dim() == 3 && out.size(0) == q.size(0) && out.size(1) == q.size(1) &&
                   out.size(2) == ddk_verify::kDimV,
               "out must be (T, H, 512) like q");
-  TORCH_CHECK(kv_offsets.dim() == 1 && q_offsets.dim() == 1 && kv_offsets.size(0) == q_offsets.size(0) &&
+  TORCH_CHECK(kv_offsets.dim() == 1 && q_offsets.dim() == 1 && slot_offsets.dim() == 1 &&
+                  kv_offsets.size(0) == q_offsets.size(0) && slot_offsets.size(0) == q_offsets.size(0) &&
                   q_offsets.size(0) >= 1,
-              "kv_offsets and q_offsets must both be (bs + 1)");
+              "slot_offsets, kv_offsets and q_offsets must all be (bs + 1)");
   TORCH_CHECK(mask_words.dim() == 2 && mask_words.size(0) == q.size(0), "mask_words must be (T, words)");
   const int batch = static_cast<int>(q_offsets.size(0) - 1);
   if (q.size(0) * q.size(1) == 0 || batch == 0) return;  // nothing to compute (the plan gives 0 CTAs)
@@ -164,7 +166,8 @@ void verify(const at::Tensor& q, const at::Tensor& kv, const at::Tensor& kv_draf
   p.q = reinterpret_cast<const uint16_t*>(q.data_ptr());
   p.kv = reinterpret_cast<const uint16_t*>(kv.data_ptr());
   p.kv_draft = reinterpret_cast<const uint16_t*>(kv_draft.data_ptr());
-  p.kv_slots = kv_slots.data_ptr<int32_t>();
+  p.kv_slots = kv_slots.data_ptr<int64_t>();
+  p.slot_offsets = slot_offsets.data_ptr<int32_t>();
   p.kv_offsets = kv_offsets.data_ptr<int32_t>();
   p.q_offsets = q_offsets.data_ptr<int32_t>();
   p.mask_words = reinterpret_cast<const uint32_t*>(mask_words.data_ptr<int32_t>());
