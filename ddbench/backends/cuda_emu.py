@@ -170,21 +170,25 @@ class CudaEmuBackend:
             "combine_rows": self.combine_rows,
         }
 
-    def marshaled_launch(self, inputs: VerifyInputs) -> PreparedLaunch:
-        """Marshaling and plan; the seam `ddbench selftest`'s mutants use to inject marshaling mistakes."""
+    def marshaled_launch(self, inputs: VerifyInputs, for_capacity: bool = False) -> PreparedLaunch:
+        """Marshaling and plan (for the call's lengths, or `for_capacity`: see prepare_launch); the seam
+        `ddbench selftest`'s mutants use to inject marshaling mistakes."""
         sm_count = DEFAULT_SM_COUNT if self.sm_count is None else self.sm_count
         return prepare_launch(
             inputs,
+            for_capacity=for_capacity,
             sm_count=sm_count,
             dram_pace=self.dram_pace,
             max_clusters=self.max_clusters,
             **self.plan_options,
         )
 
-    def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> _EmulatedLaunch:
+    def prepare(
+        self, inputs: VerifyInputs, lse: torch.Tensor | None = None, for_capacity: bool = False
+    ) -> _EmulatedLaunch:
         """Marshal and plan once; the launch is the emulated kernel call alone."""
         library = self._load()
-        launch, pointers, scalars = self._arguments(inputs, lse)
+        launch, pointers, scalars = self._arguments(inputs, lse, for_capacity)
         error = ctypes.create_string_buffer(_ERROR_BYTES)
         arguments = (*pointers, *scalars, self.workers, error, _ERROR_BYTES)
         return _EmulatedLaunch(library, arguments, error, launch, lse)
@@ -194,7 +198,7 @@ class CudaEmuBackend:
         then into the same tensors (as a replayed CUDA graph does) and runs the kernel of that one plan."""
         if inputs.device.type != "cpu":
             raise ValueError("the emulated kernel replays buffers on the CPU")
-        launch = self.prepare(inputs, lse)
+        launch = self.prepare(inputs, lse, for_capacity=True)
 
         def replay() -> torch.Tensor:
             marshal_into(inputs, launch.prepared.kernel)
@@ -215,8 +219,10 @@ class CudaEmuBackend:
         group_shapes: bool = False,
         late_wait_phases: int = 1,
         one_cta_per_shape: bool = False,
+        for_capacity: bool = False,
     ) -> TracedRun:
         """One launch with exact counters and/or the sanitizer (see docs/emulation.md); `run` is untouched.
+        `for_capacity`: planned for what the buffers hold, as `prepare_replayable` plans (see prepare_launch).
 
         Every buffer the kernel is given is registered with its extent, so memcheck can name it. A launch
         the emulation stops (divergence, a bad shared-memory address) raises KernelEmulationError as `run`.
@@ -231,7 +237,7 @@ class CudaEmuBackend:
         if late_wait_phases < 0:
             raise ValueError("late_wait_phases must be >= 0")
         library = self._load()
-        launch, tensors, scalars = self._arguments(inputs, lse)
+        launch, tensors, scalars = self._arguments(inputs, lse, for_capacity)
         extents = (ctypes.c_int64 * BUFFERS)(*(_extent(t) for t in self._buffers(launch, lse)))
         flags = (_FLAG_COUNT if counters else 0) | (_FLAG_SANITIZE if sanitize else 0)
         flags |= _FLAG_GROUP if group_shapes else 0
@@ -311,7 +317,7 @@ class CudaEmuBackend:
         ]  # fmt: skip
 
     def _arguments(
-        self, inputs: VerifyInputs, lse: torch.Tensor | None
+        self, inputs: VerifyInputs, lse: torch.Tensor | None, for_capacity: bool = False
     ) -> tuple[PreparedLaunch, list[ctypes.c_void_p], list[int | float]]:
         """The launch and the ABI's leading arguments: the buffers, then the shape scalars and the scale."""
         if lse is not None:
@@ -321,7 +327,7 @@ class CudaEmuBackend:
                 raise ValueError(f"lse must be a contiguous CPU float32 tensor of shape {expected}")
         if inputs.device.type != "cpu":
             inputs = inputs.to("cpu")
-        launch = self.marshaled_launch(inputs)
+        launch = self.marshaled_launch(inputs, for_capacity)
         k, plan = launch.kernel, launch.plan
         tensors = [
             k.q, k.kv, k.kv_draft, k.kv_slots, k.slot_offsets, k.kv_offsets, k.q_offsets, k.mask_words,

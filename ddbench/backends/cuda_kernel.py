@@ -13,7 +13,8 @@ import torch
 from ddbench.backends.protocol import Availability, Capabilities, Launch
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.build import nvcc_available
-from ddbench.kernel.launch import prepare_launch
+from ddbench.kernel.launch import PreparedLaunch, prepare_launch
+from ddbench.kernel.marshal import marshal_into
 from ddbench.kernel.plan import MAX_CLUSTER, MAX_ROW_GROUPS, LaunchPlan, dram_pace_of
 
 
@@ -75,6 +76,35 @@ class CudaKernelBackend:
         return self._clusters_at_once[key]
 
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
+        """Planned for the call's own lengths (kv_indptr[-1] read once here, before the launch)."""
+        launch, kernel_only = self._prepared(inputs, lse, for_capacity=False)
+        return kernel_only
+
+    def prepare_replayable(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
+        """Planned once for the buffers' capacity and captured as a CUDA graph: the marshaling of the lengths
+        (the offsets and mask words, on the device) and the kernel. Each launch replays the graph, reading
+        whatever lengths the buffers hold then; no host synchronisation anywhere in it."""
+        launch, kernel_only = self._prepared(inputs, lse, for_capacity=True)
+
+        def marshal_and_launch() -> torch.Tensor:
+            marshal_into(inputs, launch.kernel)
+            return kernel_only()
+
+        marshal_and_launch()  # warm-up outside the capture: attributes set, the extension's first call done
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            marshal_and_launch()
+
+        def replay() -> torch.Tensor:
+            graph.replay()
+            return launch.out
+
+        return replay
+
+    def _prepared(
+        self, inputs: VerifyInputs, lse: torch.Tensor | None, for_capacity: bool
+    ) -> tuple[PreparedLaunch, Launch]:
         extension = self._load()
         device = torch.cuda.get_device_properties(inputs.device)
         # Thread-block clusters from sm_90, as many as the GPU runs at once (a cluster's CTAs need SMs of one
@@ -92,12 +122,12 @@ class CudaKernelBackend:
             "combine_rows": self.combine_rows,
         }
         cluster = self.cluster if clusters else 1
-        launch = prepare_launch(inputs, cluster=cluster, **plan_options)
+        launch = prepare_launch(inputs, for_capacity=for_capacity, cluster=cluster, **plan_options)
         plan = launch.plan
         if plan.cluster > 1 and plan.ctas // plan.cluster > extension.max_active_clusters(
             plan.cluster, plan.row_groups
         ):
-            launch = prepare_launch(inputs, cluster=1, **plan_options)
+            launch = prepare_launch(inputs, for_capacity=for_capacity, cluster=1, **plan_options)
         self.last_plan = launch.plan
         k, out = launch.kernel, launch.out
         empty = torch.empty(0, dtype=torch.float32, device=inputs.device)
@@ -129,7 +159,7 @@ class CudaKernelBackend:
             extension.verify(*arguments)
             return out
 
-        return kernel_only
+        return launch, kernel_only
 
     def run(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> torch.Tensor:
         return self.prepare(inputs, lse)()

@@ -79,10 +79,12 @@ class EmuMutant(CudaEmuBackend):
     def capabilities(self) -> Capabilities:
         return Capabilities(lse=True, hypothesis=self.hypothesis)
 
-    def marshaled_launch(self, inputs: VerifyInputs) -> PreparedLaunch:
+    def marshaled_launch(self, inputs: VerifyInputs, for_capacity: bool = False) -> PreparedLaunch:
         k = marshal(inputs)
         if self.kernel_edit is not None:
             k = self.kernel_edit(inputs, k)
+        # planned for the keys its own (mistaken) lists hold, whether or not `for_capacity`: the generated
+        # inputs the self-test runs are sized exactly
         return launch_for(k, inputs.o_extend, **self.plan_options)
 
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:

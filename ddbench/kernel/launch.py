@@ -39,16 +39,24 @@ class PreparedLaunch:
         return self.kernel.q.shape[0] * self.kernel.heads
 
 
-def prepare_launch(inputs: VerifyInputs, **plan_options: Any) -> PreparedLaunch:
+def prepare_launch(inputs: VerifyInputs, for_capacity: bool = False, **plan_options: Any) -> PreparedLaunch:
     """Marshal the inputs, then plan them (`launch_for`'s options: the GPU the launch is planned for, by
     default an RTX PRO 6000, its SMs, DRAM pace and clusters at once; and what is forced, `cluster` 1 where
-    the GPU has no thread-block clusters, None to let the plan choose)."""
-    return launch_for(marshal(inputs), inputs.o_extend, **plan_options)
+    the GPU has no thread-block clusters, None to let the plan choose).
+
+    The plan is for the call's own keys (kv_indptr[-1], read once on the host: over-allocated buffers then
+    give the exact-size call's plan, hence its bits), or, `for_capacity`, for every key the buffers can hold
+    (their shapes alone, nothing read: a launch prepared once and replayed at any lengths, as a CUDA graph
+    is; the kernel cuts the real work into its CTAs on the device)."""
+    k = marshal(inputs)
+    keys = k.capacity_keys if for_capacity else inputs.used_lengths()["kv_indices"] + k.q.shape[0]
+    return launch_for(k, inputs.o_extend, planned_keys=keys, **plan_options)
 
 
 def launch_for(
     k: KernelInputs,
     out: torch.Tensor,
+    planned_keys: int | None = None,
     sm_count: int = DEFAULT_SM_COUNT,
     ctas: int | None = None,
     whole_row_tiles: bool | None = None,
@@ -59,13 +67,14 @@ def launch_for(
     max_clusters: int | None = DEFAULT_MAX_CLUSTERS,
     combine_rows: int | None = None,
 ) -> PreparedLaunch:
-    """The plan and workspace for already-marshaled inputs (the self-test's mutants marshal their own). The
-    arrival counters are fresh zeros here; a GPU backend keeps its own, left zero by every launch."""
+    """The plan and workspace for already-marshaled inputs (the self-test's mutants marshal their own), for
+    `planned_keys` keys (None: as many as the buffers hold). The arrival counters are fresh zeros here; a GPU
+    backend keeps its own, left zero by every launch."""
     plan = plan_launch(
         k.batch_size,
         k.heads,
         k.max_q_len,
-        k.capacity_keys,
+        k.capacity_keys if planned_keys is None else planned_keys,
         sm_count,
         ctas,
         whole_row_tiles,
