@@ -77,8 +77,7 @@ class CudaKernelBackend:
 
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         """Planned for the call's own lengths (kv_indptr[-1] read once here, before the launch)."""
-        launch, kernel_only = self._prepared(inputs, lse, for_capacity=False)
-        return kernel_only
+        return self._prepared(inputs, lse, for_capacity=False)[1]
 
     def prepare_replayable(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         """Planned once for the buffers' capacity and captured as a CUDA graph: the marshaling of the lengths
