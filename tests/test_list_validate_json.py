@@ -54,7 +54,7 @@ def test_validate_json_reports_each_file(tmp_path):
     document = json.loads(result.stdout)
     assert document["ok"] is False
     good, broken = document["files"]
-    assert good == {"path": str(SMOKE), "ok": True, "suite": "smoke", "cases": 17}
+    assert good == {"path": str(SMOKE), "ok": True, "suite": "smoke", "cases": 22}
     assert broken["ok"] is False and broken["path"] == str(bad)
     paths = {e["path"] for e in broken["errors"]}
     assert "cases[0].model" in paths

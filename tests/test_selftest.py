@@ -89,7 +89,7 @@ def test_terminal_and_markdown_tables(smoke):
     assert "kill rate 41/41 (100%), diagnosis rate 41/41 (100%)" in out
     md = smoke["markdown"]
     assert md.startswith("### Mutation self-test") and "Kill rate **100%**" in md
-    assert "| `mutant-emu:causal-mask` | 14/17 | 14/14 |" in md
+    assert "| `mutant-emu:causal-mask` | 19/22 | 19/19 |" in md
 
 
 def test_a_mutant_no_case_exposes_exits_1(tmp_path):

@@ -261,7 +261,11 @@ def test_shipped_suites_validate(suite):
 def test_smoke_suite_expands_to_its_cases():
     file = ROOT / "suites" / "smoke.json"
     doc = json.loads(file.read_text())
-    expected = sum(math.prod(map(len, e.get("matrix", {}).values())) for e in doc["cases"])
+    expected = sum(
+        math.prod(map(len, e.get("matrix", {}).values()))
+        * (1 + len(e.get("sglang_buffers", {}).get("replay_prefix", [])))
+        for e in doc["cases"]
+    )
     smoke = load_suite_file(file)
     assert len(smoke.cases) == expected
     assert len({c.id for c in smoke.cases}) == len(smoke.cases)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ddbench.inputs.pool import pool_layout
+from ddbench.inputs.served_buffers import mask_capacity
 from ddbench.suite.model import Case
 from ddbench.suite.presets import HEAD_DIM_QK, HEAD_DIM_V
 
@@ -46,13 +47,20 @@ def input_footprint(case: Case) -> InputFootprint:
     tokens = sum(case.prefix_lens) + total_q
     rows = pool_rows(case.prefix_lens, case.q_lens, case.page_size, case.inputs.pool_rows)
     mask_bits = sum(q * (p + q) for p, q in requests)
+    slots = tokens
+    buffers = case.sglang_buffers
+    if buffers is not None:  # sized as a server's (served_buffers.py), the pool as the group's largest call's
+        slots = case.batch_size * buffers.max_context + total_q
+        mask_bits = mask_capacity(case.batch_size, case.q_len, buffers.max_context)
+        for prefixes in buffers.group_prefixes:
+            rows = max(rows, pool_rows(prefixes, case.q_lens, case.page_size, case.inputs.pool_rows))
     output = total_q * heads * HEAD_DIM_V * BF16_BYTES
     tensors = (
         rows * HEAD_DIM_QK * BF16_BYTES  # k_buffer (v_buffer is a view of it)
         + total_q * heads * HEAD_DIM_QK * BF16_BYTES  # q_extend
         + total_q * (HEAD_DIM_QK + HEAD_DIM_V) * BF16_BYTES  # k_extend, v_extend
         + output  # o_extend
-        + tokens * INDEX_BYTES  # kv_indices and out_cache_loc
+        + slots * INDEX_BYTES  # kv_indices and out_cache_loc
         + mask_bits  # custom_mask, one bool per bit
         + (case.batch_size + 1) * (2 * INDPTR32_BYTES + INDEX_BYTES)  # qo, kv (int32) and mask indptr
     )
@@ -65,6 +73,6 @@ def input_footprint(case: Case) -> InputFootprint:
         # Drawn in float32 before the bf16 copies: keys (tokens x 576) and queries (T x H x 576), the keys'
         # bf16 copy on its way into the pool, and the slot permutations (int64, a few temporaries).
         drawn = tokens * HEAD_DIM_QK * (FP32_BYTES + BF16_BYTES) + total_q * heads * HEAD_DIM_QK * FP32_BYTES
-        peak = input_bytes + drawn + 3 * tokens * INDEX_BYTES
+        peak = input_bytes + drawn + 3 * slots * INDEX_BYTES
     scores = sum(heads * q * (p + q) for p, q in requests)
     return InputFootprint(tokens, rows, input_bytes, peak, scores, output)

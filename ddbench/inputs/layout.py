@@ -66,8 +66,8 @@ class VerifyInputs:
     v_buffer: torch.Tensor  # view k_buffer[..., :512], stride(0) = 576
     qo_indptr: torch.Tensor  # (bs+1) int32
     kv_indptr: torch.Tensor  # (bs+1) int32, prefix only
-    # The next three may be longer than the lengths say, as a live server over-allocates them (DESIGN of
-    # docs/inputs.md, "SGLang's buffers"): only kv_indptr[-1], T and mask_indptr[-1] entries mean anything.
+    # The next three may be longer than the lengths say, as a live server over-allocates them (docs/inputs.md,
+    # "Buffers as a server passes them"): only kv_indptr[-1], T and mask_indptr[-1] entries mean anything.
     kv_indices: torch.Tensor  # (>= sum prefix) int64, pool slots of prefix tokens
     out_cache_loc: torch.Tensor  # (>= T) int64, pool slots of draft tokens
     custom_mask: torch.Tensor  # (>= sum q_len*(prefix+q_len)) bool/uint8, row stride prefix+q_len

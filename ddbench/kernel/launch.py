@@ -49,7 +49,7 @@ def prepare_launch(inputs: VerifyInputs, for_capacity: bool = False, **plan_opti
     (their shapes alone, nothing read: a launch prepared once and replayed at any lengths, as a CUDA graph
     is; the kernel cuts the real work into its CTAs on the device)."""
     k = marshal(inputs)
-    keys = k.capacity_keys if for_capacity else inputs.used_lengths()["kv_indices"] + k.q.shape[0]
+    keys = k.capacity_keys if for_capacity else int(inputs.kv_indptr[-1]) + k.q.shape[0]
     return launch_for(k, inputs.o_extend, planned_keys=keys, **plan_options)
 
 

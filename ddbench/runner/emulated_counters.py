@@ -63,8 +63,15 @@ def emulated_counters(
         raise BackendUnavailable(f"profile: unavailable: {status.detail}")
     sampled = would_be_sampled(case)
     inputs = generate_inputs(case, torch.device("cpu"))
+    # a CUDA-graph case is modeled as it is replayed: planned once for its buffers' capacity
+    for_capacity = case.sglang_buffers is not None and case.sglang_buffers.graph
     run = backend.run_traced(
-        inputs, counters=True, sanitize=sanitize, group_shapes=True, one_cta_per_shape=sampled
+        inputs,
+        counters=True,
+        sanitize=sanitize,
+        group_shapes=True,
+        one_cta_per_shape=sampled,
+        for_capacity=for_capacity,
     )
     assert run.counters is not None
     document = run.counters.to_json()
@@ -77,7 +84,8 @@ def emulated_counters(
         }
     if sampled:
         verify = next(k for k in document["kernels"] if k["name"] == "verify")
-        verify["totals"]["global"]["unique_sectors"] = verify_unique_sectors(backend.marshaled_launch(inputs))
+        launch = backend.marshaled_launch(inputs, for_capacity)
+        verify["totals"]["global"]["unique_sectors"] = verify_unique_sectors(launch)
         document["dram_bytes"] = "from addresses (sampled)"
     document["source"] = "emulated" + (", one CTA per work shape" if sampled else ", every CTA")
     return document

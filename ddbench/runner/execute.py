@@ -45,9 +45,12 @@ def _chunked_sum(bits: torch.Tensor) -> int:
     return sum(int(chunk.sum(dtype=torch.int64)) for chunk in torch.split(bits, rows, dim=0))
 
 
-def _call(backend: Backend, inputs: VerifyInputs, launch_of: Callable[[], Launch]) -> BackendRun:
+def _call(
+    backend: Backend, inputs: VerifyInputs, launch_of: Callable[[], Launch] | None = None
+) -> BackendRun:
+    """One judged call: `launch_of` makes the launch (default: the backend's `prepare` on these inputs)."""
     before = input_fingerprints(inputs)
-    run = _timed_call(backend, inputs, launch_of)
+    run = _timed_call(backend, inputs, launch_of or (lambda: prepared(backend, inputs)))
     changed = [name for name, value in input_fingerprints(inputs).items() if before[name] != value]
     if changed and run.error is None:
         run = BackendRun(backend.name, None, run.seconds, f"modified its inputs: {', '.join(changed)}")
@@ -159,8 +162,7 @@ def run_case(
             return result
     for name, backend in backends.items():
         step(f"running {name}")
-        launch_of = (lambda b=backend: group.launch(b)) if graph else (lambda b=backend: prepared(b, inputs))
-        result.runs[name] = _call(backend, inputs, launch_of)
+        result.runs[name] = _call(backend, inputs, (lambda b=backend: group.launch(b)) if graph else None)
     result.pairs = _judge_pairs(case, result.runs)
     if diagnose is not None:
         step("explaining failures")

@@ -21,14 +21,26 @@ def entry_case_counts(document: dict[str, Any]) -> list[tuple[str, int]]:
     """(JSON path of the entry's matrix, or of the entry without one; its case count), in expansion order."""
     entries = [("", document)] if "matrix" in document else []
     entries += [(f"cases[{i}]", entry) for i, entry in enumerate(document.get("cases", []))]
+    default_calls = _calls(document.get("defaults", {}).get("sglang_buffers"))
     counts = []
     for at, entry in entries:
-        matrix = entry.get("matrix")
+        matrix = entry.get("matrix") or {}
+        calls = _calls(entry["sglang_buffers"]) if "sglang_buffers" in entry else default_calls
+        if "sglang_buffers" in matrix:
+            calls = max(map(_calls, matrix["sglang_buffers"]), default=1)
         if matrix:
-            counts.append((f"{at}.matrix" if at else "matrix", math.prod(len(v) for v in matrix.values())))
+            counts.append(
+                (f"{at}.matrix" if at else "matrix", calls * math.prod(len(v) for v in matrix.values()))
+            )
         else:
-            counts.append((at, 1))
+            counts.append((at, calls))
     return counts
+
+
+def _calls(buffers: Any) -> int:
+    """Cases one point of an entry becomes: a CUDA-graph group is its first call and each replay."""
+    replays = buffers.get("replay_prefix", []) if isinstance(buffers, dict) else []
+    return 1 + len(replays) if isinstance(replays, list) else 1
 
 
 def check_case_count(document: dict[str, Any], file: str, max_cases: int) -> None:
