@@ -278,3 +278,23 @@ def test_bad_sglang_buffers_name_the_field(buffers, reason):
         parse_suite({"name": "t", "cases": [entry | {"sglang_buffers": buffers}]}, "bad.json")
     messages = [f"{e.path}: {e.reason}" for e in err.value.errors]
     assert any("sglang_buffers" in m and reason in m for m in messages), messages
+
+
+def test_a_mutant_replays_its_mistake_on_a_graph_group():
+    """The self-test's emulated mutants run again at each replay (re-marshaling would undo the mistake): on
+    the smoke suite's CUDA-graph group every replay still carries it, and the kernel's bound catches it."""
+    import ddbench.runner.session  # noqa: F401  (registers the mutant family)
+    from ddbench.inputs.suite_file import load_suite_file
+    from ddbench.metrics import FAIL
+
+    group = [c for c in load_suite_file(ROOT / "suites" / "smoke.json").cases if "-graph512-" in c.id]
+    assert len(group) == 4
+    mutant, fp64 = get_backend("mutant-emu:causal-mask"), get_backend("reference-fp64")
+    holder = GraphGroup()
+    for case in group:
+        call = holder.bind(case, generate_inputs(case))
+        call.fresh_output()
+        out = holder.launch(mutant)().clone()
+        truth = fp64.run(call.exact()).clone()
+        bound = next(b for b in case.parity if b.candidate == "cuda-emu" and b.against == "reference-fp64")
+        assert judge(bound, parity_figures(out, truth), mutant.name).status == FAIL, case.id

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from ddbench.backends.protocol import Availability, Capabilities, Launch
-from ddbench.inputs.layout import VerifyInputs
+from ddbench.inputs.layout import TENSOR_FIELDS, VerifyInputs
 from ddbench.kernel.build import KernelBuildError, build_emulation_library, find_kernels_dir
 from ddbench.kernel.counters import LaunchCounters, parse_counters
 from ddbench.kernel.launch import PreparedLaunch, prepare_launch
@@ -195,13 +195,17 @@ class CudaEmuBackend:
 
     def prepare_replayable(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         """Marshal and plan once, for the buffers' capacity; each launch marshals the lengths the buffers hold
-        then into the same tensors (as a replayed CUDA graph does) and runs the kernel of that one plan."""
-        if inputs.device.type != "cpu":
-            raise ValueError("the emulated kernel replays buffers on the CPU")
-        launch = self.prepare(inputs, lse, for_capacity=True)
+        then into the same tensors (as a replayed CUDA graph does) and runs the kernel of that one plan.
+        Buffers on a GPU are mirrored on the CPU once and copied into the mirror at each launch."""
+        host = inputs if inputs.device.type == "cpu" else inputs.to("cpu")
+        launch = self.prepare(host, lse, for_capacity=True)
 
         def replay() -> torch.Tensor:
-            marshal_into(inputs, launch.prepared.kernel)
+            if host is not inputs:
+                for name in TENSOR_FIELDS:
+                    if name not in ("o_extend", "v_buffer"):  # the output is the launch's; v_buffer a view
+                        getattr(host, name).copy_(getattr(inputs, name))
+            marshal_into(host, launch.prepared.kernel)
             return launch()
 
         return replay

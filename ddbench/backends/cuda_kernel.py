@@ -83,17 +83,23 @@ class CudaKernelBackend:
         """Planned once for the buffers' capacity and captured as a CUDA graph: the marshaling of the lengths
         (the offsets and mask words, on the device) and the kernel. Each launch replays the graph, reading
         whatever lengths the buffers hold then; no host synchronisation anywhere in it."""
-        launch, kernel_only = self._prepared(inputs, lse, for_capacity=True)
+        with torch.cuda.device(inputs.device):
+            launch, kernel_only = self._prepared(inputs, lse, for_capacity=True)
 
-        def marshal_and_launch() -> torch.Tensor:
-            marshal_into(inputs, launch.kernel)
-            return kernel_only()
+            def marshal_and_launch() -> torch.Tensor:
+                marshal_into(inputs, launch.kernel)
+                return kernel_only()
 
-        marshal_and_launch()  # warm-up outside the capture: attributes set, the extension's first call done
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            marshal_and_launch()
+            # warm-up on a side stream before the capture, as torch asks: attributes set, first call done
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                marshal_and_launch()
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                marshal_and_launch()
 
         def replay() -> torch.Tensor:
             graph.replay()

@@ -83,9 +83,12 @@ class EmuMutant(CudaEmuBackend):
         k = marshal(inputs)
         if self.kernel_edit is not None:
             k = self.kernel_edit(inputs, k)
-        # planned for the keys its own (mistaken) lists hold, whether or not `for_capacity`: the generated
-        # inputs the self-test runs are sized exactly
-        return launch_for(k, inputs.o_extend, **self.plan_options)
+        # planned for the keys its own (mistaken) lists name, as the real backend plans a plain call
+        return launch_for(k, inputs.o_extend, int(k.kv_offsets[-1]), **self.plan_options)
+
+    def prepare_replayable(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
+        """A mutant replays by running again: re-marshaling the buffers would undo its planted mistake."""
+        return lambda: self.run(inputs, lse)
 
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         launch, edit = super().prepare(inputs, lse), self.output_edit

@@ -27,9 +27,7 @@ class KernelInputs:
     kv_draft: torch.Tensor  # (T, 576) bf16, k_extend: the draft keys the kernel reads in place
     kv_slots: torch.Tensor  # (N) int64 pool slots of the prefix keys: kv_indices itself, its tail never read
     slot_offsets: torch.Tensor  # (bs + 1) int32: where each request's prefix slots start (kv_indptr)
-    kv_offsets: (
-        torch.Tensor
-    )  # (bs + 1) int32: each request's keys, prefix then drafts (kv_indptr + qo_indptr)
+    kv_offsets: torch.Tensor  # (bs + 1) int32: each request's keys (kv_indptr + qo_indptr)
     q_offsets: torch.Tensor  # (bs + 1) int32
     mask_words: torch.Tensor  # (T, W) int32 bit words: bit j of row t = draft column j is visible
     sm_scale: float
@@ -83,7 +81,7 @@ def marshal(x: VerifyInputs) -> KernelInputs:
         q=x.q_extend,
         kv=x.k_buffer.view(x.k_buffer.shape[0], x.k_buffer.shape[-1]),
         kv_draft=x.k_extend.select(1, 0),  # a view, never a copy: the launch reads k_extend itself
-        kv_slots=x.kv_indices.to(torch.int64).contiguous(),  # SGLang's int64 kv_indices: no copy
+        kv_slots=x.kv_indices.to(torch.int64).contiguous(),  # SGLang's int64 kv_indices: not copied
         slot_offsets=kv_indptr,
         kv_offsets=kv_indptr + x.qo_indptr.to(torch.int32),
         q_offsets=x.qo_indptr.to(torch.int32),

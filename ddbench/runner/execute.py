@@ -140,6 +140,8 @@ def run_case(
     step = step or (lambda what: None)
     start = time.perf_counter()
     result = CaseResult(case)
+    group = graph_group if graph_group is not None else GraphGroup()
+    group.enter(case)
     try:
         inputs = generate_inputs(case, device)
         check_inputs(inputs)
@@ -152,7 +154,6 @@ def run_case(
         result.seconds = time.perf_counter() - start
         return result
     graph = case.sglang_buffers is not None and case.sglang_buffers.graph
-    group = graph_group if graph_group is not None else GraphGroup()
     if graph:
         try:
             inputs = group.bind(case, inputs)

@@ -34,6 +34,13 @@ class GraphGroup:
         self._buffers: VerifyInputs | None = None
         self._launches: dict[str, Launch] = {}
 
+    def enter(self, case: Case) -> None:
+        """Let go of the group held (its capacity-sized buffers, launches and captured graphs) unless `case`
+        belongs to it: called before a case's inputs are made, so two groups are never held at once."""
+        graph = case.sglang_buffers is not None and case.sglang_buffers.graph
+        if not graph or group_key(case) != self._key:
+            self._key, self._buffers, self._launches = None, None, {}
+
     def bind(self, case: Case, inputs: VerifyInputs) -> VerifyInputs:
         """The buffers `case` runs on: its own inputs when it starts a group, else the group's buffers with
         its call written into them."""

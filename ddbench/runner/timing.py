@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from ddbench.backends.protocol import Backend, TwoPhaseBackend, prepared
+from ddbench.backends.protocol import Backend, TwoPhaseBackend, prepared, replayable
 from ddbench.baselines.entry import BaselineEntry
 from ddbench.inputs import generate_inputs
 from ddbench.inputs.layout import VerifyInputs
@@ -41,18 +41,20 @@ def input_sets(case: Case, first: VerifyInputs, count: int, device: torch.device
 
 
 def timing_subject(
-    backend: Backend, sets: Sequence[VerifyInputs], clock: Clock | None = None
+    backend: Backend, sets: Sequence[VerifyInputs], clock: Clock | None = None, replayed: bool = False
 ) -> TimingSubject:
     """The backend's launch on each input set, each set's re-poison hook, and, for a backend with its own
-    `prepare`, the median host time of a preparation (None for one with `run` alone: nothing is apart)."""
+    `prepare`, the median host time of a preparation (None for one with `run` alone: nothing is apart).
+    `replayed`: the launch a CUDA-graph group replays (`replayable`), what such a case judges."""
+    make = replayable if replayed else prepared
     if not isinstance(backend, TwoPhaseBackend):
-        launches = [prepared(backend, x) for x in sets]
+        launches = [make(backend, x) for x in sets]
         return TimingSubject(launches, [x.fresh_output for x in sets], None)
     sync = torch.cuda.synchronize if sets[0].device.type == "cuda" else None
     launches, prepare_us = [], []
     for k in range(max(len(sets), PREPARE_SAMPLES)):
         x = sets[k % len(sets)]
-        launch, us = timed_host_call(lambda x=x: prepared(backend, x), sync, clock)
+        launch, us = timed_host_call(lambda x=x: make(backend, x), sync, clock)
         prepare_us.append(us)
         if k < len(sets):
             launches.append(launch)
@@ -65,12 +67,13 @@ def measure_backends(
     settings: TimingSettings,
     ratios: Sequence[tuple[str, str]] = (),
     clock: Clock | None = None,
+    replayed: bool = False,
 ) -> tuple[dict[str, Measurement], list[RatioStats]]:
     """Prepare every backend on every set (with the CPU's timing thread count), then sample the launches."""
     device = sets[0].device
     on_cpu = device.type != "cuda"
     with torch_threads(settings.cpu_threads) if on_cpu else contextlib.nullcontext():
-        subjects = {name: timing_subject(b, sets, clock) for name, b in backends.items()}
+        subjects = {name: timing_subject(b, sets, clock, replayed) for name, b in backends.items()}
         return measure(subjects, device, settings, ratios, clock)
 
 
@@ -86,7 +89,10 @@ def time_case(
     names = [n for n in (budget.timed or backends) if n in backends]
     sets = input_sets(case, first_inputs, budget.timing.input_sets, first_inputs.device)
     ratio_pairs = [(r.candidate, r.baseline) for r in budget.ratios]
-    measurements, ratios = measure_backends({n: backends[n] for n in names}, sets, budget.timing, ratio_pairs)
+    replayed = case.sglang_buffers is not None and case.sglang_buffers.graph
+    measurements, ratios = measure_backends(
+        {n: backends[n] for n in names}, sets, budget.timing, ratio_pairs, replayed=replayed
+    )
     stats = {name: m.stats for name, m in measurements.items()}
     comparable = {
         name: entry.latency
