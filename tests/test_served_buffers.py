@@ -220,8 +220,10 @@ def test_a_replayed_launch_is_planned_once_and_serves_every_length():
     )
 
 
-def test_the_replayed_launchs_marshaling_does_not_synchronise(monkeypatch):
-    """The replay path reads no length on the host: marshal_into under a guard that fails any host read."""
+def test_the_replayed_launchs_preparation_and_marshaling_do_not_synchronise(monkeypatch):
+    """The replay path reads no length on the host: the capacity plan and marshal_into under a guard that
+    fails any host read (a plain call's plan does read kv_indptr[-1], which the guard catches)."""
+    from ddbench.kernel.launch import prepare_launch
     from ddbench.kernel.marshal import marshal_into
 
     x = over_allocated(small_call(), 128, torch.Generator().manual_seed(2))
@@ -231,10 +233,14 @@ def test_the_replayed_launchs_marshaling_does_not_synchronise(monkeypatch):
     def no_read(*args, **kwargs):
         raise AssertionError("host read")
 
-    for name in ("item", "tolist", "__int__", "__bool__", "nonzero"):
+    for name in ("item", "tolist", "__int__", "__index__", "__bool__", "nonzero"):
         monkeypatch.setattr(torch.Tensor, name, no_read)
+    planned = prepare_launch(x, for_capacity=True).plan
     marshal_into(y, k)
+    with pytest.raises(AssertionError, match="host read"):
+        prepare_launch(x)
     monkeypatch.undo()
+    assert planned == prepare_launch(x, for_capacity=True).plan
     fresh = marshal(y)
     for name in ("kv_offsets", "mask_words"):
         assert torch.equal(getattr(k, name), getattr(fresh, name)), name
