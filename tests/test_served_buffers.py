@@ -142,6 +142,9 @@ def test_a_capture_with_tails_replays_and_capture_info_shows_the_part_used(tmp_p
         x.fresh_output()
         outs.append(reference.run(x).clone())
     assert torch.equal(bits(outs[0]), bits(outs[1]))
+    replayed = dataclasses.replace(tailed.inputs, captured_output=tailed.output)
+    replayed.fresh_output()
+    assert torch.equal(bits(get_backend("captured").run(replayed)), bits(original.output))
     result = CliRunner().invoke(cli, ["capture-info", str(path)], env={"NO_COLOR": "1", "COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     used = int(original.inputs.kv_indptr[-1])
