@@ -38,14 +38,12 @@ class GpuSpec:
     smem_wavefronts_per_clk: float = 1.0  # 32 banks x 4 B: one wavefront per cycle per SM
     issue_per_clk: float = SUBPARTITIONS_PER_SM
     # SASS warp instructions the GPU issues per ddk primitive the emulation counts (the index arithmetic,
-    # softmax, conversions and loop control it does not see), by kernel. Measured by ncu on the H200 (sm_90)
-    # against the emulation's counts of the same launches (baselines/nvidia-h200/runs/2026-12-04, run 7,
-    # kernel b7f330e82066a009): the verify kernel 4.39-4.87 on the long launches of suites/model-report.json
-    # (7.5 with a cluster's final merge; 5.56-5.95 at run 5, before prefix tiles' copies took a short loop),
-    # the combine 10.3-12.0. The kernel since (copies after their slot reads, 128-bit partial S, no NOP
-    # between S's mma, no rescale where the maxima held) issues fewer again, not yet counted by ncu: the
-    # H200's model leans pessimistic by that on long launches. An estimate for sm_120: the same source, the
-    # same instruction classes.
+    # softmax, conversions and loop control it does not see), by kernel: the issue term's fallback where the
+    # SASS cannot be counted. Measured by ncu on the H200 (sm_90) against the emulation's counts of the same
+    # launches (kernel b7f330e82066a009): the verify kernel 4.39-4.87 on the long launches of
+    # suites/model-report.json (7.5 with a cluster's final merge), the combine 10.3-12.0. The kernel has
+    # changed since, which a fixed ratio cannot see. An estimate for sm_120: the same source, the same
+    # instruction classes.
     verify_instructions_per_counted: float = 4.6
     combine_instructions_per_counted: float = 11.3
     # The measured time of SGLang's Triton kernel over its model's (the model's phases of a kernel we do not

@@ -4,8 +4,8 @@ The emulation counts only the ddk primitives a kernel calls; the GPU also issues
 softmax, conversions and loop control. Two ways to count those:
 - **sass**: the kernel's SASS for the GPU's arch (nvcc, `ddbench kernel-check`) as basic blocks, each run as
   often as the emulation's per-site counts and the control flow allow (ddbench/model/sass_count.py). Checked
-  against ncu on the H200 (run 7, docs/model.md): 2.6-3.2 % under on the verify kernel, 5-42 % over on the
-  combine.
+  against ncu on the H200 (docs/model.md, "Known limits"): 2.6-3.2 % under on the verify kernel, 5-42 %
+  over on the combine.
 - **ratio**: the primitives times a figure ncu measured on one kernel version
   (GpuSpec.*_instructions_per_counted); blind to any change of the arithmetic. Used where no SASS map is
   given (no nvcc, nvdisasm or scipy) or the counters predate per-site counts.
