@@ -64,7 +64,7 @@ def emulated_counters(
     sampled = would_be_sampled(case)
     inputs = generate_inputs(case, torch.device("cpu"))
     # a CUDA-graph case is modeled as it is replayed: planned once for its buffers' capacity
-    for_capacity = case.sglang_buffers is not None and case.sglang_buffers.graph
+    for_capacity = case.graph_replayed
     run = backend.run_traced(
         inputs,
         counters=True,

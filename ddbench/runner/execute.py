@@ -153,7 +153,7 @@ def run_case(
         result.error = f"inputs: {type(err).__name__}: {err}"
         result.seconds = time.perf_counter() - start
         return result
-    graph = case.sglang_buffers is not None and case.sglang_buffers.graph
+    graph = case.graph_replayed
     if graph:
         try:
             inputs = group.bind(case, inputs)

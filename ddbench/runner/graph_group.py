@@ -37,8 +37,7 @@ class GraphGroup:
     def enter(self, case: Case) -> None:
         """Let go of the group held (its capacity-sized buffers, launches and captured graphs) unless `case`
         belongs to it: called before a case's inputs are made, so two groups are never held at once."""
-        graph = case.sglang_buffers is not None and case.sglang_buffers.graph
-        if not graph or group_key(case) != self._key:
+        if not case.graph_replayed or group_key(case) != self._key:
             self._key, self._buffers, self._launches = None, None, {}
 
     def bind(self, case: Case, inputs: VerifyInputs) -> VerifyInputs:

@@ -66,8 +66,8 @@ def sweep_plan(
     """The case modeled at every variant the plan accepts (a variant it refuses, e.g. CTAs that do not
     divide into clusters, is named with the reason)."""
     planner = emulation_for(gpu)
-    for_capacity = case.sglang_buffers is not None and case.sglang_buffers.graph  # as emulated_counters plans
-    plan = planner.marshaled_launch(generate_inputs(case, torch.device("cpu")), for_capacity).plan
+    # planned as emulated_counters plans it
+    plan = planner.marshaled_launch(generate_inputs(case, torch.device("cpu")), case.graph_replayed).plan
     sass = sass_of(gpu.arch)
     result = PlanSweep(case.id, describe(plan))
     row_tiles = plan.row_tiles * case.batch_size

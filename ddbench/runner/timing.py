@@ -89,9 +89,8 @@ def time_case(
     names = [n for n in (budget.timed or backends) if n in backends]
     sets = input_sets(case, first_inputs, budget.timing.input_sets, first_inputs.device)
     ratio_pairs = [(r.candidate, r.baseline) for r in budget.ratios]
-    replayed = case.sglang_buffers is not None and case.sglang_buffers.graph
     measurements, ratios = measure_backends(
-        {n: backends[n] for n in names}, sets, budget.timing, ratio_pairs, replayed=replayed
+        {n: backends[n] for n in names}, sets, budget.timing, ratio_pairs, replayed=case.graph_replayed
     )
     stats = {name: m.stats for name, m in measurements.items()}
     comparable = {

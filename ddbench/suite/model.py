@@ -156,6 +156,11 @@ class Case:
         return self.model.heads // self.layout.attention_tp
 
     @property
+    def graph_replayed(self) -> bool:
+        """A case of a CUDA-graph group: its launch is prepared once, for the capacity, and replayed."""
+        return self.sglang_buffers is not None and self.sglang_buffers.graph
+
+    @property
     def total_q(self) -> int:
         return sum(self.q_lens)
 
