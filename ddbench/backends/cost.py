@@ -89,7 +89,8 @@ TRITON_PER_BLOCK_ITERATION_S = 0.0041
 
 REFERENCE_ACCUMULATION_BYTES = {"reference": FP32_BYTES, "reference-fp64": FP64_BYTES}
 GPU_ONLY = frozenset({"cuda"})
-HOST_ONLY = frozenset({"cuda-emu", "captured"})  # the emulation copies GPU inputs back to the host
+RECORDED = frozenset({"captured", "captured-candidate"})  # outputs read from a capture: nothing to compute
+HOST_ONLY = frozenset({"cuda-emu"}) | RECORDED  # the emulation copies GPU inputs back to the host
 # Measured above the inputs on the first case of a process: allocator arenas, trees, torch's first ops.
 PROCESS_OVERHEAD_BYTES = 20_000_000
 
@@ -176,7 +177,7 @@ def _working_bytes(backend: str, case: Case, footprint: InputFootprint) -> int |
         return _reference_working_bytes(case, REFERENCE_ACCUMULATION_BYTES[backend])
     if backend in ("cuda-emu", "cuda"):
         return _custom_kernel_working_bytes(case, footprint)
-    if backend in ("triton", "captured"):
+    if backend == "triton" or backend in RECORDED:
         return 0
     return None
 
@@ -196,7 +197,7 @@ def _cpu_seconds(backend: str, case: Case, footprint: InputFootprint) -> float |
         return TRITON_PER_PROGRAM_S * triton_programs(
             case
         ) + TRITON_PER_BLOCK_ITERATION_S * triton_block_iterations(case)
-    if backend == "captured":
+    if backend in RECORDED:
         return 0.0
     return None
 

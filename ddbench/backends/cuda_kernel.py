@@ -29,12 +29,14 @@ class CudaKernelBackend:
         row_groups: int | None = None,
         cluster: int | None = None,
         combine_rows: int | None = None,
+        build_if_missing: bool = True,
     ) -> None:
         self.ctas = ctas  # None: the plan's own choice (ddbench/kernel/plan.py)
         self.whole_row_tiles = whole_row_tiles
         self.row_groups = row_groups
         self.cluster = cluster  # CTAs per cluster; None: the plan's (clusters from sm_90 only)
         self.combine_rows = combine_rows  # rows a combine CTA merges; None: the plan's
+        self.build_if_missing = build_if_missing  # False in a server: only a build made beforehand loads
         self.last_plan: LaunchPlan | None = None  # the latest `prepare`'s (the device check's sweep)
         self._extension: ModuleType | None = None
         self._problem: str | None = None
@@ -46,13 +48,15 @@ class CudaKernelBackend:
         if self._problem is None:
             if not torch.cuda.is_available():
                 self._problem = "no CUDA GPU here (torch.cuda.is_available() is False)"
-            elif (reason := nvcc_available()) is not None:
+            elif self.build_if_missing and (reason := nvcc_available()) is not None:
                 self._problem = f"cannot build the kernel: {reason}"
             else:
-                try:
-                    from ddbench.kernel.cuda_build import load_cuda_extension
+                from ddbench.kernel.cuda_build import KernelNotBuilt, load_cuda_extension
 
-                    self._extension = load_cuda_extension()
+                try:
+                    self._extension = load_cuda_extension(build=self.build_if_missing)
+                except KernelNotBuilt as err:
+                    self._problem = str(err)
                 except Exception as err:  # a failed JIT build makes the backend unavailable, with the log
                     self._problem = f"kernel build failed: {type(err).__name__}: {err}"
         if self._extension is None:
@@ -78,6 +82,17 @@ class CudaKernelBackend:
     def prepare(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         """Planned for the call's own lengths (kv_indptr[-1] read once here, before the launch)."""
         return self._prepared(inputs, lse, for_capacity=False)[1]
+
+    def unsupported(self, inputs: VerifyInputs) -> str | None:
+        """Why these inputs cannot run here: the kernel runs on CUDA tensors only."""
+        return None if inputs.q_extend.is_cuda else f"tensors on {inputs.device}, not a CUDA GPU"
+
+    def launch_in_capture(self, inputs: VerifyInputs) -> torch.Tensor:
+        """Launch now, inside a CUDA graph the caller is capturing (SGLang's graph runner): planned for the
+        buffers' capacity, the lengths marshaled on the device, so every replay of the caller's graph reads
+        the lengths its buffers then hold. Nothing here reads a length on the host."""
+        with torch.cuda.device(inputs.device):
+            return self._prepared(inputs, None, for_capacity=True)[1]()
 
     def prepare_replayable(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         """Planned once for the buffers' capacity and captured as a CUDA graph: the marshaling of the lengths

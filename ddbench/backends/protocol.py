@@ -19,6 +19,12 @@ Two optional parts, both declared rather than probed:
   them (no host synchronisation). `replayable(backend, inputs)` falls back to calling `run` on the buffers
   each time, which is right for any backend that reads the lengths at each call (SGLang's Triton kernel,
   the references).
+- `launch_in_capture(inputs) -> output`: launch now, on the caller's stream, while the caller captures a
+  CUDA graph of its own (SGLang's graph runner): planned from the buffers' shapes, every length read on the
+  device, so each replay of the caller's graph is right at the lengths it then holds. A backend without it
+  is never recorded into someone else's graph.
+- `unsupported(inputs) -> str | None`: why this backend cannot run these inputs (another device, a shape it
+  lacks), checked before a server hands it a live call; `unsupported_by(backend, inputs)` reads it.
 - `capabilities: Capabilities`: what else the backend offers (an LSE output; the mistake a deliberately
   wrong backend plants). `capabilities(backend)` reads it, with the default for backends that declare none.
 """
@@ -82,6 +88,19 @@ class ReplayableBackend(Backend, Protocol):
     """A backend whose launch, prepared once on a call's buffers, serves each later call written into them."""
 
     def prepare_replayable(self, inputs: VerifyInputs) -> Launch: ...
+
+
+@runtime_checkable
+class GraphCapturableBackend(Backend, Protocol):
+    """A backend that can be recorded into a CUDA graph its caller is capturing."""
+
+    def launch_in_capture(self, inputs: VerifyInputs) -> torch.Tensor: ...
+
+
+def unsupported_by(backend: object, inputs: VerifyInputs) -> str | None:
+    """Why `backend` declares it cannot run `inputs`; None when it declares nothing against them."""
+    check = getattr(backend, "unsupported", None)
+    return check(inputs) if callable(check) else None
 
 
 def capabilities(backend: object) -> Capabilities:

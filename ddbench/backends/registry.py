@@ -10,7 +10,7 @@ from importlib.metadata import entry_points
 
 import torch
 
-from ddbench.backends.captured import CapturedOutputBackend
+from ddbench.backends.captured import CapturedCandidateBackend, CapturedOutputBackend
 from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.backends.cuda_kernel import CudaKernelBackend
 from ddbench.backends.protocol import Backend
@@ -27,6 +27,7 @@ BUILTINS: dict[str, Callable[[], Backend]] = {
     "cuda": CudaKernelBackend,
     "cuda-emu": CudaEmuBackend,
     "captured": CapturedOutputBackend,
+    "captured-candidate": CapturedCandidateBackend,
 }
 
 

@@ -24,7 +24,7 @@ import torch
 
 # The wrapper's own frames, skipped when looking for the caller's locals.
 _OWN_MODULES = frozenset({"ddbench.capture.installer", "ddbench.capture.recorder", "ddbench.capture.context"})
-_MAX_FRAMES = 12
+_MAX_FRAMES = 16  # SGLang's frames, beneath a capture wrapper or the serving plugin's hook
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
-"""The `ddbench-capture.pth` file that arms the capture in every Python process of an environment.
+""".pth files that arm ddbench in every Python process of an environment: capture, and the serving plugin
+where SGLang has no plugin system.
 
 SGLang starts its TP workers as fresh processes, so a hook in the launching script is not enough; a .pth
-file in site-packages runs at every interpreter start. Its one line costs nothing unless
-DDBENCH_CAPTURE_DIR is set, and then only imports `ddbench.capture.autoinstall` inside try/except: a broken
-or missing ddbench prints one line on stderr and Python starts as usual. Installing refuses a folder this
-interpreter would never read .pth files from; uninstalling removes only the file install_hook writes.
+file in site-packages runs at every interpreter start. Its one line costs nothing unless its variable is
+set (DDBENCH_CAPTURE_DIR; DDBENCH_APPLY other than off), and then only imports the module that arms the
+feature, inside try/except: a broken or missing ddbench prints one line on stderr and Python starts as
+usual. Installing refuses a folder this interpreter would never read .pth files from; uninstalling removes
+only the file install_hook writes.
 """
 
 from __future__ import annotations
@@ -12,19 +14,38 @@ from __future__ import annotations
 import site
 import sys
 import sysconfig
+from dataclasses import dataclass
 from pathlib import Path
 
 from ddbench.atomic import write_atomic
 from ddbench.errors import InputError
 
-PTH_NAME = "ddbench-capture.pth"
-_BODY = (
-    "try:\n"
-    " import ddbench.capture.autoinstall\n"
-    "except Exception as e:\n"
-    " sys.stderr.write('ddbench-capture.pth: capture not armed: %r\\n' % (e,))\n"
-)
-PTH_LINE = f"import os, sys; exec({_BODY!r}) if os.environ.get('DDBENCH_CAPTURE_DIR') else None\n"
+
+@dataclass(frozen=True)
+class PthHook:
+    """One .pth file: its name, the variable that arms it, the module it imports then, what it arms."""
+
+    name: str
+    variable: str
+    module: str
+    feature: str
+    off_values: tuple[str, ...] = ("",)
+
+    @property
+    def line(self) -> str:
+        body = (
+            "try:\n"
+            f" import {self.module}\n"
+            "except Exception as e:\n"
+            f" sys.stderr.write('{self.name}: {self.feature} not armed: %r\\n' % (e,))\n"
+        )
+        test = f"os.environ.get({self.variable!r}, '').strip().lower() not in {self.off_values!r}"
+        return f"import os, sys; exec({body!r}) if {test} else None\n"
+
+
+CAPTURE_HOOK = PthHook("ddbench-capture.pth", "DDBENCH_CAPTURE_DIR", "ddbench.capture.autoinstall", "capture")
+PTH_NAME = CAPTURE_HOOK.name
+PTH_LINE = CAPTURE_HOOK.line
 
 
 def default_site_dir() -> Path:
@@ -55,29 +76,30 @@ def _checked_site_dir(site_dir: str | Path) -> Path:
     return folder
 
 
-def install_hook(site_dir: str | Path | None = None) -> Path:
+def install_hook(site_dir: str | Path | None = None, hook: PthHook = CAPTURE_HOOK) -> Path:
     """Write the .pth file; a --site-dir that this interpreter would not read .pth files from is refused."""
     folder = default_site_dir() if site_dir is None else _checked_site_dir(site_dir)
-    path = folder / PTH_NAME
-    write_atomic(path, PTH_LINE)
+    path = folder / hook.name
+    write_atomic(path, hook.line)
     return path
 
 
-def uninstall_hook(site_dir: str | Path | None = None) -> Path | None:
+def uninstall_hook(site_dir: str | Path | None = None, hook: PthHook = CAPTURE_HOOK) -> Path | None:
     """Remove the file if it is the one install_hook writes; the path if removed, None if there was none.
 
     A file of that name with other content is someone else's (or edited by hand): it is left alone."""
-    path = Path(site_dir or default_site_dir()) / PTH_NAME
+    path = Path(site_dir or default_site_dir()) / hook.name
     if not path.exists() and not path.is_symlink():
         return None
     if path.is_symlink() or not path.is_file():
         raise InputError(
             "is not a regular file, so not the hook install-hook writes; left alone", file=str(path)
         )
-    if path.stat().st_size > len(PTH_LINE.encode()) * 2 or path.read_bytes() != PTH_LINE.encode():
+    line = hook.line.encode()
+    if path.stat().st_size > len(line) * 2 or path.read_bytes() != line:
         raise InputError(
-            "does not hold the line `ddbench capture install-hook` writes (its content differs), so it is "
-            "not ours to delete; remove it by hand if it is yours",
+            f"does not hold the line `ddbench {hook.feature} install-hook` writes (its content differs), so "
+            "it is not ours to delete; remove it by hand if it is yours",
             file=str(path),
         )
     path.unlink()

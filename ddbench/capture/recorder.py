@@ -12,27 +12,18 @@ import contextlib
 import dataclasses
 import inspect
 import logging
-import math
 import os
 import queue
 import shutil
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ddbench.capture.context import (
-    call_site,
-    device_name,
-    interpreted,
-    parallel_info,
-    served_model,
-    timestamp,
-    versions,
-)
+from ddbench.capture.context import call_site, parallel_info, served_model
 from ddbench.capture.format import write_capture
 from ddbench.capture.snapshot import CallSnapshot, unsupported
 from ddbench.inputs.capture_format import SUFFIX
@@ -239,7 +230,9 @@ class Recorder:
                 snapshot=snapshot,
                 o_extend=call["o_extend"],
                 path=self._file_name(info["tp_rank"], site.layer_id, call_index),
-                metadata=self._metadata(call, site.layer_id, info, call_index, page_size, snapshot),
+                metadata=snapshot.metadata(
+                    call, site.layer_id, info, call_index, self.model or served_model(), self.source
+                ),
             )
         except Exception:
             self._release(snapshot.nbytes, accepted=True)
@@ -249,36 +242,6 @@ class Recorder:
         r = "x" if rank is None else rank
         layer_part = "x" if layer is None else layer
         return self.directory / f"verify-r{r}-l{layer_part}-n{index:06d}-p{os.getpid()}{SUFFIX}"
-
-    def _metadata(
-        self,
-        call: Mapping[str, Any],
-        layer: int | None,
-        info: dict[str, int | None],
-        index: int,
-        page_size: int,
-        snapshot: CallSnapshot,
-    ) -> dict[str, Any]:
-        q = call["q_extend"]
-        # With no sm_scale the kernel itself falls back to 1/sqrt(head dim): record what it used.
-        sm_scale = call.get("sm_scale") or 1.0 / math.sqrt(q.shape[-1])
-        return {
-            "layer": layer,
-            **info,
-            "model": self.model or served_model(),
-            "sm_scale": float(sm_scale),
-            "page_size": page_size,
-            "is_causal": bool(call["is_causal"]),
-            "max_len_extend": int(call["max_len_extend"]),
-            "versions": versions(),
-            "device": device_name(q),
-            "triton_interpret": interpreted() and not q.is_cuda,
-            "created": timestamp(),
-            "call_index": index,
-            "source": self.source,
-            "out_cache_loc": "captured" if snapshot.out_cache_loc_known else "synthesized",
-            "pool": "compact-scattered",
-        }
 
     # -- the writer ----------------------------------------------------------------------------------------
 

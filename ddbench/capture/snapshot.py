@@ -8,6 +8,7 @@ CPU), and `file_tensors` — on the writer thread — waits for them and assembl
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 
 from ddbench.capture.compact import CompactPool, compact_pool
-from ddbench.capture.context import CallSite
+from ddbench.capture.context import CallSite, device_name, interpreted, timestamp, versions
 from ddbench.inputs.capture_format import OUTPUT_TENSOR
 from ddbench.suite.presets import HEAD_DIM_QK, HEAD_DIM_V
 
@@ -117,6 +118,37 @@ class CallSnapshot:
             out_cache_loc_known=draft is not None,
             kv_indices_dtype=args["kv_indices"].dtype,
         )
+
+    def metadata(
+        self,
+        call: Mapping[str, Any],
+        layer: int | None,
+        parallel: Mapping[str, int | None],
+        index: int,
+        model: str | None,
+        source: str,
+    ) -> dict[str, Any]:
+        """The capture's metadata (docs/capture-format.md) for this call."""
+        q = call["q_extend"]
+        # With no sm_scale the kernel itself falls back to 1/sqrt(head dim): record what it used.
+        sm_scale = call.get("sm_scale") or 1.0 / math.sqrt(q.shape[-1])
+        return {
+            "layer": layer,
+            **parallel,
+            "model": model,
+            "sm_scale": float(sm_scale),
+            "page_size": int(call.get("page_size") or 1),
+            "is_causal": bool(call["is_causal"]),
+            "max_len_extend": int(call["max_len_extend"]),
+            "versions": versions(),
+            "device": device_name(q),
+            "triton_interpret": interpreted() and not q.is_cuda,
+            "created": timestamp(),
+            "call_index": index,
+            "source": source,
+            "out_cache_loc": "captured" if self.out_cache_loc_known else "synthesized",
+            "pool": "compact-scattered",
+        }
 
     def copy_inputs(self, args: Mapping[str, Any]) -> None:
         """Queue the copies of everything the call reads, before the call (it may overwrite nothing, but

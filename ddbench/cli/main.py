@@ -11,6 +11,7 @@ import sys
 import click
 
 from ddbench.backends.interpreter_fix import use_interpreter_without_gpu
+from ddbench.cli.apply_cmd import apply_group
 from ddbench.cli.baseline_cmd import baseline_group
 from ddbench.cli.capture_cmd import capture_group, capture_info_command
 from ddbench.cli.env_cmd import env_command
@@ -61,6 +62,7 @@ cli.add_command(capture_group)
 cli.add_command(explain_command)
 cli.add_command(selftest_command)
 cli.add_command(profile_command)
+cli.add_command(apply_group)
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ import torch
 from ddbench.bounded_read import read_regular_file, size_limit
 from ddbench.errors import InputError
 from ddbench.inputs.capture_format import (
+    CANDIDATE_TENSOR,
     FORMAT_VERSION,
     METADATA_KEY,
     OUTPUT_TENSOR,
@@ -51,6 +52,7 @@ class Capture:
     output: torch.Tensor  # (T, H, 512) bf16: o_extend as the serving kernel left it
     metadata: dict[str, Any]
     sha256: str = ""  # of the file's bytes, as read: what a suite case records to notice a later change
+    candidate_output: torch.Tensor | None = None  # a breach capture: what the candidate kernel wrote
 
 
 def capture_size_limit() -> int:
@@ -88,6 +90,7 @@ def read_capture(path: str | Path, *, max_bytes: int | None = None) -> Capture:
         output=tensors[OUTPUT_TENSOR],
         metadata=metadata,
         sha256=hashlib.sha256(data).hexdigest(),
+        candidate_output=tensors.get(CANDIDATE_TENSOR),
     )
 
 
@@ -190,10 +193,16 @@ def _check_tensors(tensors: dict[str, torch.Tensor], file: str) -> None:
             )
     total_q, heads = tensors["q_extend"].shape[:2]
     expect = (total_q, heads, HEAD_DIM_V)
-    if tuple(tensors[OUTPUT_TENSOR].shape) != expect:
-        raise InputError(
-            f"shape {tuple(tensors[OUTPUT_TENSOR].shape)}, expected {expect}", file=file, path=OUTPUT_TENSOR
-        )
+    for name in (OUTPUT_TENSOR, CANDIDATE_TENSOR):
+        t = tensors.get(name)
+        if t is None:
+            continue
+        if t.dtype != torch.bfloat16:
+            raise InputError(
+                f"dtype {str(t.dtype).removeprefix('torch.')}, expected bfloat16", file=file, path=name
+            )
+        if tuple(t.shape) != expect:
+            raise InputError(f"shape {tuple(t.shape)}, expected {expect}", file=file, path=name)
 
 
 def _inputs(tensors: dict[str, torch.Tensor], metadata: dict[str, Any], file: str) -> VerifyInputs:

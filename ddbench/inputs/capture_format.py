@@ -18,6 +18,8 @@ import torch
 FORMAT_VERSION = 1
 METADATA_KEY = "ddbench.capture"
 OUTPUT_TENSOR = "o_extend_captured"
+# Optional: what a candidate kernel wrote for the same call (a serving plugin's breach capture).
+CANDIDATE_TENSOR = "o_extend_candidate"
 SUFFIX = ".safetensors"
 
 # name -> (allowed dtypes, rank); the first dtype listed is what the recorder writes.
@@ -59,6 +61,7 @@ DESCRIPTIVE_METADATA = (
     "source",
     "out_cache_loc",
     "pool",
+    "breach",
 )
 
 

@@ -171,5 +171,7 @@ def _replayed(case: Case, device: torch.device | str) -> VerifyInputs:
         raise InputError(
             "the capture changed since the suite was loaded (its SHA-256 differs)", file=case.capture.path
         )
-    inputs = dataclasses.replace(capture.inputs, captured_output=capture.output)
+    inputs = dataclasses.replace(
+        capture.inputs, captured_output=capture.output, candidate_output=capture.candidate_output
+    )
     return inputs if torch.device(device).type == "cpu" else inputs.to(device)

@@ -81,6 +81,7 @@ class VerifyInputs:
     q_lens: tuple[int, ...] = ()
     trees: tuple[Tree, ...] = ()
     captured_output: torch.Tensor | None = None  # a replayed capture: what the serving kernel produced
+    candidate_output: torch.Tensor | None = None  # a replayed breach capture: what the candidate produced
 
     @property
     def batch_size(self) -> int:
@@ -115,8 +116,9 @@ class VerifyInputs:
     def to(self, device: torch.device | str) -> VerifyInputs:
         moved = {name: getattr(self, name).to(device) for name in TENSOR_FIELDS if name != "v_buffer"}
         moved["v_buffer"] = moved["k_buffer"][..., : self.v_buffer.shape[-1]]
-        if self.captured_output is not None:
-            moved["captured_output"] = self.captured_output.to(device)
+        for name in ("captured_output", "candidate_output"):
+            if getattr(self, name) is not None:
+                moved[name] = getattr(self, name).to(device)
         return dataclasses.replace(self, **moved)
 
     def fresh_output(self) -> torch.Tensor:

@@ -90,4 +90,5 @@ def write_into(buffers: VerifyInputs, x: VerifyInputs) -> VerifyInputs:
         q_lens=x.q_lens,
         trees=x.trees,
         captured_output=x.captured_output,
+        candidate_output=x.candidate_output,
     )

@@ -29,15 +29,39 @@ def kernel_sources_hash() -> str:
     return digest.hexdigest()[:16]
 
 
-@cache
-def load_cuda_extension(binding: Path = BINDING, name: str = "ddbench_verify") -> ModuleType:
-    """Build (or load the cached build of) a kernels/ binding for the local GPU's architecture."""
-    from torch.utils.cpp_extension import load
+class KernelNotBuilt(RuntimeError):
+    """No cached build of the binding for this GPU and these sources, and building was not allowed."""
 
+
+def _build_folder(name: str) -> tuple[str, Path]:
     major, minor = torch.cuda.get_device_capability()
     arch = f"{major}{minor}"
+    return arch, build_dir() / f"{name}-sm{arch}-{kernel_sources_hash()}"
+
+
+def built_extension(name: str = "ddbench_verify") -> Path | None:
+    """The cached build of the binding for the current GPU and the current sources, if there is one."""
+    arch, directory = _build_folder(name)
+    library = directory / f"{name}_sm{arch}.so"
+    return library if library.is_file() else None
+
+
+@cache
+def load_cuda_extension(
+    binding: Path = BINDING, name: str = "ddbench_verify", build: bool = True
+) -> ModuleType:
+    """Build (or load the cached build of) a kernels/ binding for the local GPU's architecture; with
+    `build` False, only a cached build is loaded (KernelNotBuilt otherwise): a serving process must not
+    start eight nvcc builds at once, one per TP rank."""
+    from torch.utils.cpp_extension import load
+
+    arch, directory = _build_folder(name)
+    if not build and built_extension(name) is None:
+        raise KernelNotBuilt(
+            f"the kernel is not built for sm_{arch} at source hash {kernel_sources_hash()} "
+            f"(no {directory.name} in {directory.parent}): run `ddbench apply build` before serving"
+        )
     kernels = find_kernels_dir()
-    directory = build_dir() / f"{name}-sm{arch}-{kernel_sources_hash()}"
     directory.mkdir(parents=True, exist_ok=True)
     return load(
         name=f"{name}_sm{arch}",

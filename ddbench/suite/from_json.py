@@ -24,7 +24,8 @@ from ddbench.suite.model import (
 )
 
 
-def _bound(spec: dict[str, Any]) -> ParityBound:
+def bound_from_json(spec: dict[str, Any]) -> ParityBound:
+    """A bound as a suite (or a bound set) writes it."""
     limits = tuple((k, float(spec[k])) for k in LIMIT_NAMES if k in spec)
     return ParityBound(
         spec["candidate"],
@@ -63,7 +64,7 @@ def case_from_json(document: dict[str, Any], source: str | None = None) -> Case:
             dtype=document["dtype"],
             seed=int(document["seed"]),
             inputs=InputStyle(**style),
-            parity=tuple(_bound(b) for b in document.get("parity", [])),
+            parity=tuple(bound_from_json(b) for b in document.get("parity", [])),
             budget=budget_from_json(document["budget"]) if document.get("budget") else None,
             backends=tuple(document.get("backends", ())),
             capture=CaptureRef(**document["capture"]) if document.get("capture") else None,

@@ -1,0 +1,42 @@
+"""What the plugin counts in one process (one TP rank), as the JSON-lines log and `ddbench apply report`
+show it."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddbench.metrics.figures import ParityFigures
+
+WORST_FIGURES = ("max_row_ulp", "mean_row_ulp", "max_channel_ulp", "max_abs", "rel_l2")
+
+
+@dataclass
+class ApplyCounters:
+    seen: int = 0  # calls of extend_attention_fwd
+    eligible: int = 0  # target-verify calls the candidate supports
+    ineligible: dict[str, int] = field(default_factory=dict)  # target-verify calls it does not, by reason
+    served_candidate: int = 0
+    served_triton: int = 0  # target-verify calls Triton served (off, shadow, ineligible, fallback, tripped)
+    compared: int = 0
+    uncompared_graph: int = 0  # due a comparison, but made while a CUDA graph was captured (no real data)
+    breaches: int = 0
+    fallbacks: dict[str, int] = field(default_factory=dict)  # Triton served instead of the candidate, why
+    errors: int = 0  # exceptions inside the plugin itself (the call was served by Triton)
+    log_errors: int = 0  # log lines or breach captures that could not be written
+    worst: dict[str, float] = field(default_factory=dict)  # the largest of each figure over compared calls
+
+    def count(self, table: dict[str, int], reason: str) -> None:
+        table[reason] = table.get(reason, 0) + 1
+
+    def record(self, figures: ParityFigures) -> None:
+        self.compared += 1
+        for name in WORST_FIGURES:
+            value = float(getattr(figures, name))
+            # NaN is a breach, not a figure
+            if value == value and value > self.worst.get(name, float("-inf")):
+                self.worst[name] = value
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
