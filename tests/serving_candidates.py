@@ -4,8 +4,6 @@ test doubles (one that does nothing, for the hook's own cost; one recorded into 
 
 from __future__ import annotations
 
-import torch
-
 from ddbench.backends.protocol import Availability
 from ddbench.backends.reference import ReferenceBackend
 

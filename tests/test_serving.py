@@ -31,8 +31,8 @@ from ddbench.metrics import PASS, judge, parity_figures
 from ddbench.serving import plugin
 from ddbench.serving.comparison import serving_bounds
 from ddbench.serving.settings import DEFAULT_EVERY, settings_from_env
-from ddbench.suite.bound_sets import BOUND_SETS
 from ddbench.suite import parse_suite
+from ddbench.suite.bound_sets import BOUND_SETS
 from ddbench.suite.from_json import bound_from_json
 
 pytestmark = pytest.mark.triton
@@ -349,11 +349,11 @@ def test_a_candidate_that_cannot_be_captured_leaves_the_graph_to_triton(armed, c
     ]
 
 
-# -- the .pth route, the report, the build --------------------------------------------------------------------
+# -- the .pth route, the report, the build ----------------------------------------------------------------
 
 
 def test_the_pth_route_and_the_plugin_never_stack(armed, calls, monkeypatch, tmp_path):
-    buffers, xs, expected = calls
+    buffers, xs, _expected = calls
     hook = armed(mode="shadow", backend="cuda-emu", every="1")
     module = importlib.import_module(TARGET_MODULE)
     wrapped = module.extend_attention_fwd
