@@ -17,6 +17,14 @@ from ddbench.inputs.layout import VerifyInputs
 from ddbench.suite.presets import HEAD_DIM_V
 
 _NO_DEFAULT = inspect.Parameter.empty
+_EMPTY: dict[torch.device, torch.Tensor] = {}
+
+
+def _no_slots(device: torch.device) -> torch.Tensor:
+    empty = _EMPTY.get(device)
+    if empty is None:
+        empty = _EMPTY[device] = torch.empty(0, dtype=torch.int64, device=device)
+    return empty
 
 
 class ArgumentLayout:
@@ -24,9 +32,11 @@ class ArgumentLayout:
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         parameters = list(inspect.signature(fn).parameters.values())
-        self.position = {p.name: i for i, p in enumerate(parameters)}
+        if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) for p in parameters):
+            raise TypeError(f"{fn.__qualname__}: expected plain named parameters")
+        self.names = tuple(p.name for p in parameters)
+        self.position = {name: i for i, name in enumerate(self.names)}
         self.defaults = {p.name: p.default for p in parameters if p.default is not _NO_DEFAULT}
-        self.signature = inspect.signature(fn)
 
     def get(self, name: str, args: tuple, kwargs: dict) -> Any:
         if name in kwargs:
@@ -35,10 +45,12 @@ class ArgumentLayout:
         return args[index] if index < len(args) else self.defaults.get(name)
 
     def arguments(self, args: tuple, kwargs: dict) -> dict[str, Any]:
-        """Every argument by name, defaults filled in (for eligibility and captures)."""
-        bound = self.signature.bind(*args, **kwargs)
-        bound.apply_defaults()
-        return dict(bound.arguments)
+        """Every argument by name, defaults filled in (for eligibility and captures). The call itself
+        already went through Python's own binding, so only the names are matched here."""
+        arguments = dict(self.defaults)
+        arguments.update(zip(self.names, args, strict=False))  # trailing parameters come as defaults
+        arguments.update(kwargs)
+        return arguments
 
     def with_output(self, args: tuple, kwargs: dict, out: torch.Tensor) -> tuple[tuple, dict]:
         """The same call writing into `out` instead of its o_extend."""
@@ -64,11 +76,7 @@ def verify_inputs(
         qo_indptr=call["qo_indptr"],
         kv_indptr=call["kv_indptr"],
         kv_indices=call["kv_indices"],
-        out_cache_loc=(
-            out_cache_loc
-            if out_cache_loc is not None
-            else torch.empty(0, dtype=torch.int64, device=k_buffer.device)
-        ),
+        out_cache_loc=out_cache_loc if out_cache_loc is not None else _no_slots(k_buffer.device),
         custom_mask=call["custom_mask"],
         mask_indptr=call["mask_indptr"],
         sm_scale=float(call.get("sm_scale") or call["q_extend"].shape[-1] ** -0.5),

@@ -19,7 +19,6 @@ import atexit
 import dataclasses
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -53,7 +52,7 @@ class _NothingToWrite(Exception):
     pass
 
 
-@dataclass
+@dataclass(slots=True)
 class _Call:
     """One eligible call: its arguments by name and whether it is this round's compared one."""
 
@@ -75,9 +74,10 @@ class ApplyHook:
         self.breaker = Breaker()
         self.log = ApplyLog(settings.directory)
         self._layouts: dict[int, ArgumentLayout] = {}
+        # Asked once: a runtime protocol check costs tens of microseconds.
+        self._recordable = isinstance(candidate, GraphCapturableBackend)
         self._unavailable: str | None = None
         self._checked = False
-        self._lock = threading.Lock()
         self._last_counters = 0.0
         self._said: set[str] = set()
         self._rank: int | None = None
@@ -114,8 +114,7 @@ class ApplyHook:
         arguments = layout.arguments(args, kwargs)
         reason = unsupported(arguments) or self._candidate_problem()
         capturing = _capturing(arguments["q_extend"])
-        recordable = isinstance(self.candidate, GraphCapturableBackend)
-        if reason is None and capturing and self.settings.candidate_serves and not recordable:
+        if reason is None and capturing and self.settings.candidate_serves and not self._recordable:
             reason = f"{self.candidate.name} cannot be recorded into a CUDA graph (no launch_in_capture)"
         inputs = verify_inputs(arguments, arguments["o_extend"], None)
         if reason is None:
@@ -128,9 +127,8 @@ class ApplyHook:
                 reason,
             )
             return self._triton_serves(None)
-        with self._lock:
-            index = self.counters.eligible
-            self.counters.eligible += 1
+        index = self.counters.eligible  # SGLang calls attention from one thread a process
+        self.counters.eligible += 1
         if index == 0:
             self._start()
         sampled = index % self.settings.every == 0
