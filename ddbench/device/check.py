@@ -1,10 +1,11 @@
 """The device script (`make device-check`): everything that needs a GPU, in one run of a few minutes.
 
 Steps, most telling first, since a lease can end mid-run: build the kernel, its fragment probe and the
-emulation at once; the emulated warp primitives against the hardware's; the DRAM copy rate; a latency
-table cuda vs triton (CUDA graphs, warm and on a cold L2) on issue 11's target shapes and a few serving
-cases, each judged for parity first, and the baselines of those cases ($OUT/baseline-<suite>.json, to commit
-as baselines/<gpu>/<suite>.json); parity of cuda vs triton vs the references on the smoke suite, the kernel
+emulation at once; the kernel served through the SGLang plugin, eager and under a CUDA graph (serving.py);
+the emulated warp primitives against the hardware's; the DRAM copy rate; a latency table cuda vs triton
+(CUDA graphs, warm and on a cold L2) on issue 11's target shapes and a few serving cases, each judged for
+parity first, and the baselines of those cases ($OUT/baseline-<suite>.json, to commit as
+baselines/<gpu>/<suite>.json); parity of cuda vs triton vs the references on the smoke suite, the kernel
 suite and a GPU-sized subset, while the sanitizer's memcheck and racecheck run beside it; the plan swept
 (plan_sweep.py); Nsight Compute on five shapes (ncu.py); the model's measured error on the latency cases
 ($OUT/calibration.json, to commit as ddbench/model/calibration.json; calibrate.py redoes it on any machine
@@ -38,6 +39,7 @@ from ddbench.device.latency import step_latency
 from ddbench.device.ncu import step_ncu
 from ddbench.device.plan_sweep import SWEEP_SUITE, step_plan_sweep
 from ddbench.device.prebuild import build_all
+from ddbench.device.serving import step_serving
 from ddbench.environment import environment
 from ddbench.inputs.suite_file import load_suite_file
 from ddbench.runner import Session, SessionOptions
@@ -247,6 +249,7 @@ def main() -> int:
     # (name, step, the seconds it needs left to start: what cannot finish is skipped, saying so)
     steps: list[tuple[str, Callable[[], dict[str, Any]], float]] = [
         ("build", step_build, 0),
+        ("serving", step_serving, 0),
         ("primitives", lambda: step_primitives(out_dir), 0),
         ("ceilings", step_ceilings, 0),
         ("latency", lambda: step_latency(out_dir, _gpu_session, time.perf_counter() + left()), 1),
