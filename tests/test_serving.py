@@ -436,3 +436,49 @@ def test_a_missing_build_is_a_refusal_naming_the_command(monkeypatch, tmp_path):
     assert cuda_build.built_extension() is None
     with pytest.raises(cuda_build.KernelNotBuilt, match="run `ddbench apply build` before serving"):
         cuda_build.load_cuda_extension.__wrapped__(build=False)
+
+
+def test_apply_install_hook_arms_a_fresh_interpreter_through_the_pth_file(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))  # a folder whose .pth files run, as site.addsitedir leaves it
+    runner = CliRunner()
+    result = runner.invoke(cli, ["apply", "install-hook", "--site-dir", str(site)])
+    assert result.exit_code == 0, result.output
+    probe = (
+        f"import site, sys; site.addsitedir({str(site)!r}); import importlib; "
+        f"m = importlib.import_module({TARGET_MODULE!r}); from ddbench.serving import plugin; "
+        "print(plugin.armed_route(), hasattr(m.extend_attention_fwd, '__wrapped__'))"
+    )
+    base = {k: v for k, v in os.environ.items() if not k.startswith("DDBENCH_")}
+
+    def python(**env):
+        return subprocess.run(
+            [sys.executable, "-c", probe],
+            env={**base, "TRITON_INTERPRET": "1", **env},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    armed = python(DDBENCH_APPLY="shadow", DDBENCH_APPLY_BACKEND="cuda-emu", DDBENCH_APPLY_DIR=str(tmp_path))
+    assert (armed.returncode, armed.stdout.strip()) == (0, "pth True"), armed.stderr
+    for off in ({}, {"DDBENCH_APPLY": "off"}):
+        quiet = python(**off)
+        assert (quiet.returncode, quiet.stdout.strip()) == (0, "None False"), quiet.stderr
+    bad = python(DDBENCH_APPLY="sideways")
+    assert (bad.returncode, bad.stdout.strip()) == (0, "None False")
+    assert "ddbench apply: not armed: DDBENCH_APPLY='sideways'" in bad.stderr
+    assert runner.invoke(cli, ["apply", "uninstall-hook", "--site-dir", str(site)]).exit_code == 0
+    assert not (site / plugin.PTH_HOOK.name).exists()
+
+
+def test_apply_build_without_a_gpu_says_unavailable(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    result = CliRunner().invoke(cli, ["apply", "build"])
+    assert result.exit_code == 3 and "Traceback" not in result.output
+    assert "unavailable: no CUDA GPU here" in result.output
