@@ -208,8 +208,11 @@ def test_apply_serves_the_candidates_output_right_at_both_lengths(armed, calls):
     assert (hook.counters.served_candidate, hook.counters.served_triton) == (2, 0)
 
 
-def test_a_wrong_candidate_breaches_at_once_and_triton_serves_from_then_on(armed, calls, tmp_path):
+def test_a_wrong_candidate_breaches_at_once_and_triton_serves_from_then_on(
+    armed, calls, tmp_path, monkeypatch
+):
     buffers, xs, expected = calls
+    monkeypatch.setenv("RANK", "3")  # the launcher's rank, where SGLang's parallel state is not set up
     hook = armed(mode="apply+shadow", backend="serving_candidates:WrongKernel", every="1")
     for x, want in zip(xs, expected, strict=True):
         assert same_bits(call_like_sglang(in_buffers(buffers, x), layer_id=7), want["triton"])
@@ -218,6 +221,10 @@ def test_a_wrong_candidate_breaches_at_once_and_triton_serves_from_then_on(armed
     assert (c.served_candidate, c.served_triton, c.fallbacks) == (0, 2, {"breach": 1})
     breach = [line for line in log_lines(tmp_path / "apply") if line["event"] == "breach"]
     assert len(breach) == 1 and breach[0]["layer"] == 7 and breach[0]["call_index"] == 0
+    assert {f.name.split("-p")[0] for f in (tmp_path / "apply").iterdir()} == {
+        "apply-r3",
+        "breach-r3-l7-n000000",
+    }
     assert any(r.startswith("max_row_ulp") for r in breach[0]["reasons"])
     capture = read_capture(breach[0]["capture"])
     assert same_bits(capture.output, expected[0]["triton"])
