@@ -489,3 +489,14 @@ def test_apply_build_without_a_gpu_says_unavailable(monkeypatch):
     result = CliRunner().invoke(cli, ["apply", "build"])
     assert result.exit_code == 3 and "Traceback" not in result.output
     assert "unavailable: no CUDA GPU here" in result.output
+
+
+def test_ineligible_reasons_count_one_entry_a_cause_and_stay_bounded():
+    from ddbench.serving.counters import MAX_REASONS, OTHER, ApplyCounters
+
+    c = ApplyCounters()
+    firsts = [c.count(c.ineligible, f"not absorbed MLA (q_extend ({t}, 16, 192))") for t in (9, 18, 27)]
+    assert firsts == [True, False, False] and c.ineligible == {"not absorbed MLA (q_extend (N, N, N))": 3}
+    for i in range(3 * MAX_REASONS):
+        c.count(c.ineligible, f"cause {'x' * i}")
+    assert len(c.ineligible) == MAX_REASONS + 1 and c.ineligible[OTHER] == 2 * MAX_REASONS + 1

@@ -4,11 +4,15 @@ show it."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from ddbench.metrics.figures import ParityFigures
 
+MAX_REASONS = 16
+OTHER = "other reasons"
+_NUMBER = re.compile(r"\d+")
 WORST_FIGURES = ("max_row_ulp", "mean_row_ulp", "max_channel_ulp", "max_abs", "rel_l2")
 
 
@@ -27,8 +31,15 @@ class ApplyCounters:
     log_errors: int = 0  # log lines or breach captures that could not be written
     worst: dict[str, float] = field(default_factory=dict)  # the largest of each figure over compared calls
 
-    def count(self, table: dict[str, int], reason: str) -> None:
-        table[reason] = table.get(reason, 0) + 1
+    def count(self, table: dict[str, int], reason: str) -> bool:
+        """Count a call under its reason, the numbers in it (shapes, lengths) as N so that one cause is one
+        entry; past MAX_REASONS causes, under "other". True the first time a cause is seen."""
+        key = _NUMBER.sub("N", reason)
+        if key not in table and len(table) >= MAX_REASONS:
+            key = OTHER
+        first = key not in table
+        table[key] = table.get(key, 0) + 1
+        return first
 
     def record(self, figures: ParityFigures) -> None:
         self.compared += 1

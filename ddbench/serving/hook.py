@@ -110,7 +110,7 @@ class ApplyHook:
         if layout.get("custom_mask", args, kwargs) is None:
             return None  # not target-verify: prefill, decode, draft-extend
         if self.breaker.tripped:
-            return self._triton_serves(None)
+            return self._triton_serves()
         arguments = layout.arguments(args, kwargs)
         reason = unsupported(arguments) or self._candidate_problem()
         capturing = _capturing(arguments["q_extend"])
@@ -120,13 +120,13 @@ class ApplyHook:
         if reason is None:
             reason = unsupported_by(self.candidate, inputs)
         if reason is not None:
-            self.counters.count(self.counters.ineligible, reason)
-            self._say_once(
-                f"ineligible:{reason}",
-                "Triton serves target-verify calls the candidate cannot take: %s",
-                reason,
-            )
-            return self._triton_serves(None)
+            if self.counters.count(self.counters.ineligible, reason):
+                self._say_once(
+                    f"ineligible:{reason}",
+                    "Triton serves target-verify calls the candidate cannot take: %s",
+                    reason,
+                )
+            return self._triton_serves()
         index = self.counters.eligible  # SGLang calls attention from one thread a process
         self.counters.eligible += 1
         if index == 0:
@@ -136,13 +136,11 @@ class ApplyHook:
             self.counters.uncompared_graph += 1
             sampled = False
         if not self.settings.candidate_serves and not sampled:
-            return self._triton_serves(None)
+            return self._triton_serves()
         return _Call(arguments, inputs, index, sampled, capturing)
 
-    def _triton_serves(self, fallback: str | None) -> None:
+    def _triton_serves(self) -> None:
         self.counters.served_triton += 1
-        if fallback is not None:
-            self.counters.count(self.counters.fallbacks, fallback)
         return None
 
     def _candidate_problem(self) -> str | None:
@@ -203,13 +201,13 @@ class ApplyHook:
             return None  # SGLang's function returns nothing: the output is o_extend
         if self.settings.compares:
             layout = self._layout(original)
-            try:
+            try:  # the candidate served this call: Triton failing beside it must not fail the server
                 scratch = poison_(torch.empty_like(served))
                 shadow_args, shadow_kwargs = layout.with_output(args, kwargs, scratch)
+                original(*shadow_args, **shadow_kwargs)
             except Exception:
-                self._plugin_error("preparing Triton's shadow call")
+                self._plugin_error("Triton's shadow run (the candidate's output is served, uncompared)")
                 return None
-            original(*shadow_args, **shadow_kwargs)
             if self._compare_safely(call, served, scratch, served_side="candidate"):
                 served.copy_(scratch)  # breached: Triton's output is served instead
         else:
