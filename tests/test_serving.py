@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import functools
 import importlib
 import json
 import logging
@@ -21,6 +22,7 @@ import torch
 from click.testing import CliRunner
 
 from ddbench.backends import get_backend
+from ddbench.backends.triton_sglang import extend_attention_arguments
 from ddbench.capture.harness import TARGET_MODULE, call_like_sglang
 from ddbench.cli.main import cli
 from ddbench.inputs import generate_inputs
@@ -106,6 +108,7 @@ def armed(monkeypatch, tmp_path):
         monkeypatch.setenv("DDBENCH_APPLY_DIR", str(tmp_path / "apply"))
         for key, value in settings.items():
             monkeypatch.setenv(f"DDBENCH_APPLY{'_' + key.upper() if key != 'mode' else ''}", value)
+        module.extend_attention_fwd = saved["fn"]  # never a hook around an earlier test's hook
         HookRegistry.reset()
         plugin.disarm()
         monkeypatch.setattr(sglang_plugins, "_plugins_loaded", False)
@@ -500,3 +503,65 @@ def test_ineligible_reasons_count_one_entry_a_cause_and_stay_bounded():
     for i in range(3 * MAX_REASONS):
         c.count(c.ineligible, f"cause {'x' * i}")
     assert len(c.ineligible) == MAX_REASONS + 1 and c.ineligible[OTHER] == 2 * MAX_REASONS + 1
+
+
+def test_a_check_that_fails_serves_triton_never_the_unchecked_candidate(armed, calls, monkeypatch):
+    buffers, xs, expected = calls
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("out of memory (simulated)")
+
+    monkeypatch.setattr("ddbench.serving.hook.compare", broken)
+    hook = armed(mode="apply+shadow", backend="cuda-emu", every="1")
+    assert same_bits(call_like_sglang(in_buffers(buffers, xs[0])), expected[0]["triton"])
+    monkeypatch.setattr("ddbench.serving.hook.poisoned_mask", broken)
+    alone = armed(mode="apply", backend="cuda-emu", every="1")
+    assert same_bits(call_like_sglang(in_buffers(buffers, xs[1])), expected[1]["triton"])
+    for h in (hook, alone):
+        c = h.counters
+        assert (c.served_candidate, c.served_triton, c.errors, c.fallbacks) == (
+            0,
+            1,
+            1,
+            {"the check failed": 1},
+        )
+        assert not h.breaker.tripped  # our failure, not the candidate's
+
+
+def test_when_triton_fails_after_the_candidate_the_breach_is_still_counted(calls, tmp_path):
+    from serving_candidates import RaisingKernel
+
+    from ddbench.serving.hook import ApplyHook
+
+    buffers, xs, _ = calls
+    real = importlib.import_module(TARGET_MODULE).extend_attention_fwd
+
+    @functools.wraps(real)
+    def failing_triton(*args, **kwargs):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    settings = settings_from_env({"DDBENCH_APPLY": "apply", "DDBENCH_APPLY_DIR": str(tmp_path)})
+    hook = ApplyHook(settings, RaisingKernel())
+    args, kwargs = extend_attention_arguments(in_buffers(buffers, xs[0]))
+    with pytest.raises(RuntimeError, match="illegal memory access"):  # Triton's own error passes through
+        hook(failing_triton, *args, **kwargs)
+    assert hook.breaker.tripped and hook.counters.breaches == 1
+
+
+def test_arguments_the_function_refuses_are_left_to_it(calls, tmp_path):
+    from ddbench.serving.hook import ApplyHook
+
+    buffers, xs, _ = calls
+    real = importlib.import_module(TARGET_MODULE).extend_attention_fwd
+    args, kwargs = extend_attention_arguments(in_buffers(buffers, xs[0]))
+    settings = settings_from_env({"DDBENCH_APPLY": "apply", "DDBENCH_APPLY_DIR": str(tmp_path)})
+    hook = ApplyHook(settings, get_backend("cuda-emu"))
+    for bad_args, bad_kwargs in (
+        ((*args, *range(40)), kwargs),  # more positions than parameters
+        (args, {**kwargs, "no_such_option": 1}),
+        (args, {**kwargs, "q_extend": args[0]}),  # given twice
+    ):
+        with pytest.raises(TypeError):
+            hook(real, *bad_args, **bad_kwargs)
+    assert hook.counters.ineligible == {"arguments the function itself refuses": 3}
+    assert hook.counters.served_candidate == 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from typing import Any
 
 import torch
@@ -40,9 +41,11 @@ _GROUP = {
 }
 
 
-def _arm(mode: str) -> Any:
+def _arm(mode: str, module: Any, original: Any) -> Any:
+    """SGLang's registry wraps the original afresh (never the previous step's hook) with this mode's hook."""
     from sglang.srt.plugins.hook_registry import HookRegistry
 
+    module.extend_attention_fwd = original
     os.environ.update(DDBENCH_APPLY=mode, DDBENCH_APPLY_BACKEND="cuda", DDBENCH_APPLY_EVERY="1")
     os.environ.setdefault(
         "DDBENCH_APPLY_DIR", os.path.join(os.environ.get("OUT") or "results/device", "apply")
@@ -58,7 +61,15 @@ def step_serving() -> dict[str, Any]:
     import importlib
 
     module = importlib.import_module(TARGET_MODULE)
-    original = {"fn": module.extend_attention_fwd}
+    original = module.extend_attention_fwd
+    # where HookRegistry will re-point a `from … import` of it, to put back afterwards
+    places = [
+        (m, n)
+        for m in list(sys.modules.values())
+        for n, v in list(getattr(m, "__dict__", {}).items())
+        if v is original
+    ]
+    environment = {k: v for k, v in os.environ.items() if k.startswith("DDBENCH_APPLY")}
     triton = get_backend("triton")
     bounds = serving_bounds("cuda")
     cases = parse_suite({"name": "serving", "cases": [_GROUP]}, "device").cases
@@ -76,13 +87,13 @@ def step_serving() -> dict[str, Any]:
         return {"max_row_ulp": figures.max_row_ulp, "ok": not any(v.failed for v in verdicts)}
 
     try:
-        hook = _arm("apply+shadow")
+        hook = _arm("apply+shadow", module, original)
         for x, want in zip(calls, truth, strict=True):
             report["eager"].append(judged(call_like_sglang(write_into(buffers, x)), want))
         report["eager_counters"] = hook.counters.to_json()
         eager_ok = hook.counters.compared == len(calls) and not hook.breaker.tripped
 
-        hook = _arm("apply")
+        hook = _arm("apply", module, original)
         write_into(buffers, calls[0])
         call_like_sglang(buffers)  # SGLang warms up eagerly before it captures
         torch.cuda.synchronize()
@@ -101,6 +112,10 @@ def step_serving() -> dict[str, Any]:
         graph_ok = report["python_at_replay"] == 0 and hook.counters.served_candidate >= 2
         report["ok"] = eager_ok and graph_ok and all(r["ok"] for r in report["eager"] + report["graph"])
     finally:
-        module.extend_attention_fwd = original["fn"]
+        for owner, name in places:
+            setattr(owner, name, original)
+        for key in [k for k in os.environ if k.startswith("DDBENCH_APPLY")]:
+            del os.environ[key]
+        os.environ.update(environment)
         plugin.disarm()
     return report

@@ -35,6 +35,7 @@ class ArgumentLayout:
         if any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD, p.POSITIONAL_ONLY) for p in parameters):
             raise TypeError(f"{fn.__qualname__}: expected plain named parameters")
         self.names = tuple(p.name for p in parameters)
+        self.positional = sum(p.kind is p.POSITIONAL_OR_KEYWORD for p in parameters)
         self.position = {name: i for i, name in enumerate(self.names)}
         self.defaults = {p.name: p.default for p in parameters if p.default is not _NO_DEFAULT}
 
@@ -44,13 +45,18 @@ class ArgumentLayout:
         index = self.position[name]
         return args[index] if index < len(args) else self.defaults.get(name)
 
-    def arguments(self, args: tuple, kwargs: dict) -> dict[str, Any]:
-        """Every argument by name, defaults filled in (for eligibility and captures). The call itself
-        already went through Python's own binding, so only the names are matched here."""
+    def arguments(self, args: tuple, kwargs: dict) -> dict[str, Any] | None:
+        """Every argument by name, defaults filled in (for eligibility and captures); None for a call the
+        function would refuse (too many positions, an unknown or repeated name, a required one missing)."""
+        if len(args) > self.positional:
+            return None
         arguments = dict(self.defaults)
         arguments.update(zip(self.names, args, strict=False))  # trailing parameters come as defaults
-        arguments.update(kwargs)
-        return arguments
+        for name, value in kwargs.items():
+            if name not in self.position or self.position[name] < len(args):
+                return None
+            arguments[name] = value
+        return arguments if len(arguments) == len(self.names) else None
 
     def with_output(self, args: tuple, kwargs: dict, out: torch.Tensor) -> tuple[tuple, dict]:
         """The same call writing into `out` instead of its o_extend."""

@@ -23,12 +23,13 @@ class ApplyCounters:
     ineligible: dict[str, int] = field(default_factory=dict)  # target-verify calls it does not, by reason
     served_candidate: int = 0
     served_triton: int = 0  # target-verify calls Triton served (off, shadow, ineligible, fallback, tripped)
-    compared: int = 0
+    compared: int = 0  # checked against Triton (shadow, apply+shadow)
+    checked: int = 0  # checked alone, finite and fully written (apply)
     uncompared_graph: int = 0  # due a comparison, but made while a CUDA graph was captured (no real data)
     breaches: int = 0
     fallbacks: dict[str, int] = field(default_factory=dict)  # Triton served instead of the candidate, why
     errors: int = 0  # exceptions inside the plugin itself (the call was served by Triton)
-    log_errors: int = 0  # log lines or breach captures that could not be written
+    log_errors: int = 0  # breach captures that could not be written (the log's own failures are added to it)
     worst: dict[str, float] = field(default_factory=dict)  # the largest of each figure over compared calls
 
     def count(self, table: dict[str, int], reason: str) -> bool:

@@ -30,6 +30,7 @@ from ddbench.backends.protocol import Backend, GraphCapturableBackend, unsupport
 from ddbench.capture.context import call_site, device_name, parallel_info, versions
 from ddbench.capture.snapshot import unsupported
 from ddbench.inputs.layout import VerifyInputs, poison_, poisoned_mask
+from ddbench.metrics.figures import ParityFigures
 from ddbench.serving.apply_log import ApplyLog
 from ddbench.serving.breach import Breach, write_breach
 from ddbench.serving.breaker import Breaker
@@ -48,8 +49,16 @@ def _capturing(q: torch.Tensor) -> bool:
     return q.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
-class _NothingToWrite(Exception):
-    pass
+def _raised(err: Exception) -> str:
+    return f"the candidate raised {type(err).__name__}: {err}"
+
+
+def _copy_or_none(t: torch.Tensor) -> torch.Tensor | None:
+    """A copy of the candidate's output for the breach capture; none when even that fails (out of memory)."""
+    try:
+        return t.clone()
+    except Exception:
+        return None
 
 
 @dataclass(slots=True)
@@ -79,8 +88,8 @@ class ApplyHook:
         self._unavailable: str | None = None
         self._checked = False
         self._last_counters = 0.0
-        self._said: set[str] = set()
         self._rank: int | None = None
+        self._started = False
         atexit.register(self.write_counters, final=True)
 
     # -- the hook ------------------------------------------------------------------------------------------
@@ -112,6 +121,8 @@ class ApplyHook:
         if self.breaker.tripped:
             return self._triton_serves()
         arguments = layout.arguments(args, kwargs)
+        if arguments is None:  # the function will raise TypeError itself: let Triton's call do it
+            return self._ineligible("arguments the function itself refuses")
         reason = unsupported(arguments) or self._candidate_problem()
         capturing = _capturing(arguments["q_extend"])
         if reason is None and capturing and self.settings.candidate_serves and not self._recordable:
@@ -120,17 +131,11 @@ class ApplyHook:
         if reason is None:
             reason = unsupported_by(self.candidate, inputs)
         if reason is not None:
-            if self.counters.count(self.counters.ineligible, reason):
-                self._say_once(
-                    f"ineligible:{reason}",
-                    "Triton serves target-verify calls the candidate cannot take: %s",
-                    reason,
-                )
-            return self._triton_serves()
+            return self._ineligible(reason)
+        if not self._started:
+            self._start()
         index = self.counters.eligible  # SGLang calls attention from one thread a process
         self.counters.eligible += 1
-        if index == 0:
-            self._start()
         sampled = index % self.settings.every == 0
         if sampled and capturing:  # no real data flows while a graph is captured: nothing to judge
             self.counters.uncompared_graph += 1
@@ -142,6 +147,13 @@ class ApplyHook:
     def _triton_serves(self) -> None:
         self.counters.served_triton += 1
         return None
+
+    def _ineligible(self, reason: str) -> None:
+        if self.counters.count(self.counters.ineligible, reason):
+            log.warning(
+                "ddbench apply: Triton serves target-verify calls the candidate cannot take: %s", reason
+            )
+        return self._triton_serves()
 
     def _candidate_problem(self) -> str | None:
         """Why the candidate cannot run in this process (asked once, at the first target-verify call)."""
@@ -168,97 +180,84 @@ class ApplyHook:
         result = original(*args, **kwargs)  # served, bits untouched
         self.counters.served_triton += 1
         served = call.arguments["o_extend"]
-        scratch: torch.Tensor | None = None
         try:
             scratch = poison_(torch.empty_like(served))
-            self._run_candidate(call, scratch)
-        except Exception as err:
-            self._breach_safely(
-                call, (f"the candidate raised {type(err).__name__}: {err}",), None, served, None
-            )
+            inputs = dataclasses.replace(call.inputs, o_extend=scratch)
+        except Exception:
+            self._plugin_error("preparing the candidate's shadow run")
             return result
-        self._compare_safely(call, scratch, served, served_side="triton")
+        try:
+            self._run_candidate(call, inputs)
+        except Exception as err:
+            if self._open_breaker((_raised(err),)):
+                self._report_breach(call, (_raised(err),), None, served, None)
+            return result
+        try:
+            comparison = compare(scratch, served, self.bounds, self.candidate.name)
+        except Exception:
+            self._plugin_error("comparing the outputs")
+            return result
+        self._judged(call, comparison.figures, comparison.reasons, served, scratch)
         return result
 
     # -- apply: the candidate serves ------------------------------------------------------------------------
 
     def _apply(self, original: Callable[..., Any], args: tuple, kwargs: dict, call: _Call) -> Any:
         served = call.arguments["o_extend"]
-        try:
-            if call.sampled:
+        if call.sampled:
+            try:
                 poison_(served)  # an element the candidate leaves unwritten shows
-            self._run_candidate(call, served)
+            except Exception:
+                self._plugin_error("poisoning the output of a checked call")
+                return self._serve_triton(original, args, kwargs)
+        try:
+            self._run_candidate(call, call.inputs)
         except Exception as err:
-            result = original(*args, **kwargs)  # Triton's bits are served
-            self.counters.served_triton += 1
+            # The breaker opens before Triton runs: if Triton fails too (a CUDA error the candidate left),
+            # the breach is still counted and later calls still go to Triton.
+            first = self._open_breaker((_raised(err),))
             self.counters.count(self.counters.fallbacks, "the candidate raised")
-            self._breach_safely(
-                call, (f"the candidate raised {type(err).__name__}: {err}",), None, served, None
-            )
+            result = self._serve_triton(original, args, kwargs)
+            if first:
+                self._report_breach(call, (_raised(err),), None, served, None)
             return result
         self.counters.served_candidate += 1
         if not call.sampled:
             return None  # SGLang's function returns nothing: the output is o_extend
-        if self.settings.compares:
-            layout = self._layout(original)
-            try:  # the candidate served this call: Triton failing beside it must not fail the server
-                scratch = poison_(torch.empty_like(served))
-                shadow_args, shadow_kwargs = layout.with_output(args, kwargs, scratch)
-                original(*shadow_args, **shadow_kwargs)
-            except Exception:
-                self._plugin_error("Triton's shadow run (the candidate's output is served, uncompared)")
-                return None
-            if self._compare_safely(call, served, scratch, served_side="candidate"):
-                served.copy_(scratch)  # breached: Triton's output is served instead
-        else:
-            self._check_alone_safely(original, args, kwargs, call, served)
+        try:  # whatever goes wrong in the check, the call is served by Triton, never unchecked
+            if self.settings.compares:
+                self._apply_compared(original, args, kwargs, call, served)
+            else:
+                self._apply_checked(original, args, kwargs, call, served)
+        except Exception:
+            self._plugin_error("checking a sampled call")
+            self._unserve_candidate("the check failed")
+            original(*args, **kwargs)
         return None
 
-    def _run_candidate(self, call: _Call, out: torch.Tensor) -> torch.Tensor:
-        inputs = (
-            call.inputs if out is call.inputs.o_extend else dataclasses.replace(call.inputs, o_extend=out)
-        )
-        launch = self.candidate.launch_in_capture if call.capturing else self.candidate.run  # type: ignore[attr-defined]
-        result = launch(inputs)
-        if result is not out:
-            out.copy_(result)
-        return out
-
-    # -- judging -----------------------------------------------------------------------------------------
-
-    def _compare_safely(
-        self, call: _Call, candidate_out: torch.Tensor, triton_out: torch.Tensor, served_side: str
-    ) -> bool:
-        """Compare and count; True on a breach (the caller serves Triton's output)."""
-        try:
-            comparison = compare(candidate_out, triton_out, self.bounds, self.candidate.name)
-        except Exception:
-            self._plugin_error("comparing the outputs")
-            return False
-        self.counters.record(comparison.figures)
-        if comparison.breached:
-            if served_side == "candidate":
-                candidate_out = candidate_out.clone()  # the served buffer is about to take Triton's output
-                self.counters.served_candidate -= 1
-                self.counters.served_triton += 1
-                self.counters.count(self.counters.fallbacks, "breach")
-            self._breach_safely(
-                call, comparison.reasons, comparison.figures.to_json(), triton_out, candidate_out
-            )
-        else:
-            self._maybe_write_counters()
-        return comparison.breached
-
-    def _check_alone_safely(
+    def _apply_compared(
         self, original: Callable[..., Any], args: tuple, kwargs: dict, call: _Call, served: torch.Tensor
     ) -> None:
-        """`apply` without a shadow: the sampled call's output must be finite and fully written."""
-        try:
-            unwritten = int(poisoned_mask(served).sum())
-            nonfinite = int((~torch.isfinite(served)).sum()) - unwritten
-        except Exception:
-            self._plugin_error("checking the candidate's output")
-            return
+        """apply+shadow: Triton into scratch beside the served candidate output, then judged."""
+        scratch = poison_(torch.empty_like(served))
+        shadow_args, shadow_kwargs = self._layout(original).with_output(args, kwargs, scratch)
+        original(*shadow_args, **shadow_kwargs)
+        comparison = compare(served, scratch, self.bounds, self.candidate.name)
+        if comparison.breached:
+            candidate_out = _copy_or_none(served)
+            served.copy_(scratch)  # Triton's output is served instead
+            self._unserve_candidate("breach")
+            self._judged(call, comparison.figures, comparison.reasons, served, candidate_out)
+        else:
+            self._judged(call, comparison.figures, (), served, None)
+
+    def _apply_checked(
+        self, original: Callable[..., Any], args: tuple, kwargs: dict, call: _Call, served: torch.Tensor
+    ) -> None:
+        """apply alone: the sampled call's output must be finite and fully written."""
+        unwritten = int(poisoned_mask(served).sum())
+        nonfinite = int((~torch.isfinite(served)).sum()) - unwritten
+        self.counters.checked += 1
         reasons = []
         if unwritten:
             reasons.append(f"{unwritten} output elements never written")
@@ -267,16 +266,52 @@ class ApplyHook:
         if not reasons:
             self._maybe_write_counters()
             return
-        candidate_out = served.clone()
+        candidate_out = _copy_or_none(served)
+        self._unserve_candidate("breach")
         original(*args, **kwargs)  # Triton's output is served
+        if self._open_breaker(tuple(reasons)):
+            self._report_breach(call, tuple(reasons), None, served, candidate_out)
+
+    def _run_candidate(self, call: _Call, inputs: VerifyInputs) -> None:
+        launch = self.candidate.launch_in_capture if call.capturing else self.candidate.run  # type: ignore[attr-defined]
+        result = launch(inputs)
+        if result is not inputs.o_extend:
+            inputs.o_extend.copy_(result)
+
+    def _serve_triton(self, original: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        self.counters.served_triton += 1
+        return original(*args, **kwargs)
+
+    def _unserve_candidate(self, why: str) -> None:
+        """The candidate's output of this call is replaced by Triton's."""
         self.counters.served_candidate -= 1
         self.counters.served_triton += 1
-        self.counters.count(self.counters.fallbacks, "breach")
-        self._breach_safely(call, tuple(reasons), None, served, candidate_out)
+        self.counters.count(self.counters.fallbacks, why)
 
-    # -- breaches ----------------------------------------------------------------------------------------
+    # -- judging and breaches ----------------------------------------------------------------------------
 
-    def _breach_safely(
+    def _judged(
+        self,
+        call: _Call,
+        figures: ParityFigures,
+        reasons: tuple[str, ...],
+        triton_out: torch.Tensor,
+        candidate_out: torch.Tensor | None,
+    ) -> None:
+        self.counters.record(figures)
+        if reasons and self._open_breaker(reasons):
+            self._report_breach(call, reasons, figures.to_json(), triton_out, candidate_out)
+        else:
+            self._maybe_write_counters()
+
+    def _open_breaker(self, reasons: tuple[str, ...]) -> bool:
+        """Trip the breaker and count the breach; True for the call that tripped it (the one reported)."""
+        if not self.breaker.trip("; ".join(reasons)):
+            return False
+        self.counters.breaches += 1
+        return True
+
+    def _report_breach(
         self,
         call: _Call,
         reasons: tuple[str, ...],
@@ -284,9 +319,7 @@ class ApplyHook:
         triton_out: torch.Tensor,
         candidate_out: torch.Tensor | None,
     ) -> None:
-        if not self.breaker.trip("; ".join(reasons)):
-            return
-        self.counters.breaches += 1
+        """Say it once, write the breach capture and its replay suite, and the counters. Never raises."""
         try:
             site = call_site()
             parallel = parallel_info()
@@ -303,27 +336,25 @@ class ApplyHook:
         except Exception:
             self._plugin_error("describing a breach")
             return
-        written = "not written: made while a CUDA graph was captured, no real data to copy"
-        try:
-            if call.capturing:
-                raise _NothingToWrite
-            capture, _suite = write_breach(
-                self.settings.directory,
-                breach,
-                call.arguments,
-                site,
-                parallel,
-                triton_out,
-                candidate_out,
-                self.bounds,
-                os.getpid(),
-            )
-            written = str(capture)
-        except _NothingToWrite:
-            pass
-        except Exception as err:
-            self.counters.log_errors += 1
-            written = f"not written ({type(err).__name__}: {err})"
+        if call.capturing:
+            written = "not written: made while a CUDA graph was captured, no real data to copy"
+        else:
+            try:
+                capture, _suite = write_breach(
+                    self.settings.directory,
+                    breach,
+                    call.arguments,
+                    site,
+                    parallel,
+                    triton_out,
+                    candidate_out,
+                    self.bounds,
+                    os.getpid(),
+                )
+                written = str(capture)
+            except Exception as err:
+                self.counters.log_errors += 1
+                written = f"not written ({type(err).__name__}: {err})"
         log.error(
             "ddbench apply: BREACH on rank %s, layer %s, eligible call %d (%s, candidate %s, bounds %s): %s. "
             "Triton's output was served and serves every later call of this process. Capture: %s",
@@ -349,6 +380,14 @@ class ApplyHook:
     # -- the log -----------------------------------------------------------------------------------------
 
     def _start(self) -> None:
+        """The log's first line, once the rank is known (tried once; a failure is counted, never raised)."""
+        self._started = True
+        try:
+            self._write_start()
+        except Exception:
+            self._plugin_error("writing the start line")
+
+    def _write_start(self) -> None:
         parallel = parallel_info()
         self._rank = parallel["tp_rank"]
         self.log.open(self._rank)
@@ -375,7 +414,8 @@ class ApplyHook:
             if final and self.counters.seen == 0:
                 return
             self._last_counters = time.monotonic()
-            self.counters.log_errors = max(self.counters.log_errors, self.log.failures)
+            counters = self.counters.to_json()
+            counters["log_errors"] += self.log.failures
             self.log.write(
                 "counters",
                 pid=os.getpid(),
@@ -384,15 +424,10 @@ class ApplyHook:
                 backend=self.candidate.name,
                 tripped=self.breaker.tripped,
                 final=final,
-                **self.counters.to_json(),
+                **counters,
             )
         except Exception:
             self._plugin_error("writing the counters")
-
-    def _say_once(self, key: str, message: str, *args: Any) -> None:
-        if key not in self._said:
-            self._said.add(key)
-            log.warning("ddbench apply: " + message + " (said once)", *args)
 
     def _plugin_error(self, what: str) -> None:
         self.counters.errors += 1
