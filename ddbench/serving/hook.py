@@ -133,7 +133,7 @@ class ApplyHook:
         if reason is not None:
             return self._ineligible(reason)
         if not self._started:
-            self._start()
+            self._start(arguments["q_extend"])
         index = self.counters.eligible  # SGLang calls attention from one thread a process
         self.counters.eligible += 1
         sampled = index % self.settings.every == 0
@@ -379,15 +379,15 @@ class ApplyHook:
 
     # -- the log -----------------------------------------------------------------------------------------
 
-    def _start(self) -> None:
+    def _start(self, q: torch.Tensor) -> None:
         """The log's first line, once the rank is known (tried once; a failure is counted, never raised)."""
         self._started = True
         try:
-            self._write_start()
+            self._write_start(q)
         except Exception:
             self._plugin_error("writing the start line")
 
-    def _write_start(self) -> None:
+    def _write_start(self, q: torch.Tensor) -> None:
         parallel = parallel_info()
         self._rank = parallel["tp_rank"]
         self.log.open(self._rank)
@@ -400,7 +400,7 @@ class ApplyHook:
             every=self.settings.every,
             bounds=self.settings.bounds,
             versions=versions(),
-            device=device_name(torch.empty(0, device="cuda")) if torch.cuda.is_available() else "cpu",
+            device=device_name(q),
         )
         self._last_counters = time.monotonic()
 
