@@ -13,7 +13,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from ddbench.atomic import write_atomic
+from ddbench.capture.hook_file import PthHook
 from ddbench.cli.common import stdout
+from ddbench.cli.pth_hook_cmd import add_hook_commands
 from ddbench.errors import BackendUnavailable, InputError
 
 
@@ -130,38 +132,16 @@ def report_command(logs: tuple[str, ...], json_path: str | None) -> None:
         raise SystemExit(1)
 
 
-@apply_group.command("install-hook")
-@click.option(
-    "--site-dir",
-    type=click.Path(file_okay=False),
-    help="Where the .pth file goes (default: this environment's site-packages).",
-)
-def install_hook_command(site_dir: str | None) -> None:
-    """Arm the plugin in every Python process of this environment whenever DDBENCH_APPLY is not off: for
-    SGLang versions without plugins (with plugins, SGLANG_PLUGINS=ddbench is enough)."""
-    from ddbench.capture.hook_file import install_hook
+def _apply_hook() -> PthHook:
     from ddbench.serving.plugin import PTH_HOOK
 
-    try:
-        path = install_hook(site_dir, PTH_HOOK)
-    except OSError as err:
-        raise InputError(f"cannot write the hook: {err.strerror or err}", file=site_dir) from None
-    click.echo(f"installed {path}; processes started with DDBENCH_APPLY=shadow (or apply) now arm the plugin")
+    return PTH_HOOK
 
 
-@apply_group.command("uninstall-hook")
-@click.option(
-    "--site-dir",
-    type=click.Path(file_okay=False),
-    help="Where the .pth file is (default: this environment's site-packages).",
+add_hook_commands(
+    apply_group,
+    _apply_hook,
+    "the plugin in every Python process of this environment whenever DDBENCH_APPLY is not off: for SGLang "
+    "versions without plugins (with plugins, SGLANG_PLUGINS=ddbench is enough).",
+    "processes started with DDBENCH_APPLY=shadow (or apply) now arm the plugin",
 )
-def uninstall_hook_command(site_dir: str | None) -> None:
-    """Remove the .pth file written by install-hook."""
-    from ddbench.capture.hook_file import uninstall_hook
-    from ddbench.serving.plugin import PTH_HOOK
-
-    try:
-        path = uninstall_hook(site_dir, PTH_HOOK)
-    except OSError as err:
-        raise InputError(f"cannot remove the hook: {err.strerror or err}", file=site_dir) from None
-    click.echo(f"removed {path}" if path else "no hook installed there")

@@ -14,7 +14,9 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from ddbench.capture.hook_file import CAPTURE_HOOK
 from ddbench.cli.common import stdout
+from ddbench.cli.pth_hook_cmd import add_hook_commands
 from ddbench.errors import InputError
 
 
@@ -144,34 +146,9 @@ def capture_info_sub(paths: tuple[str, ...], as_json: bool) -> None:
     _info(paths, as_json)
 
 
-_SITE_DIR = click.option(
-    "--site-dir",
-    type=click.Path(file_okay=False),
-    help="Where the .pth file goes (default: this environment's site-packages).",
+add_hook_commands(
+    capture_group,
+    lambda: CAPTURE_HOOK,
+    "capture in every Python process of this environment whenever DDBENCH_CAPTURE_DIR is set.",
+    "processes started with DDBENCH_CAPTURE_DIR=/some/dir now capture there",
 )
-
-
-@capture_group.command("install-hook")
-@_SITE_DIR
-def install_hook_command(site_dir: str | None) -> None:
-    """Arm capture in every Python process of this environment whenever DDBENCH_CAPTURE_DIR is set."""
-    from ddbench.capture.hook_file import install_hook
-
-    try:
-        path = install_hook(site_dir)
-    except OSError as err:
-        raise InputError(f"cannot write the hook: {err.strerror or err}", file=site_dir) from None
-    click.echo(f"installed {path}; processes started with DDBENCH_CAPTURE_DIR=/some/dir now capture there")
-
-
-@capture_group.command("uninstall-hook")
-@_SITE_DIR
-def uninstall_hook_command(site_dir: str | None) -> None:
-    """Remove the .pth file written by install-hook."""
-    from ddbench.capture.hook_file import uninstall_hook
-
-    try:
-        path = uninstall_hook(site_dir)
-    except OSError as err:
-        raise InputError(f"cannot remove the hook: {err.strerror or err}", file=site_dir) from None
-    click.echo(f"removed {path}" if path else "no hook installed there")

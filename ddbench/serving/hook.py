@@ -119,7 +119,7 @@ class ApplyHook:
         if layout.get("custom_mask", args, kwargs) is None:
             return None  # not target-verify: prefill, decode, draft-extend
         if self.breaker.tripped:
-            return self._triton_serves()
+            return self._left_to_triton()
         arguments = layout.arguments(args, kwargs)
         if arguments is None:  # the function will raise TypeError itself: let Triton's call do it
             return self._ineligible("arguments the function itself refuses")
@@ -141,10 +141,11 @@ class ApplyHook:
             self.counters.uncompared_graph += 1
             sampled = False
         if not self.settings.candidate_serves and not sampled:
-            return self._triton_serves()
+            return self._left_to_triton()
         return _Call(arguments, inputs, index, sampled, capturing)
 
-    def _triton_serves(self) -> None:
+    def _left_to_triton(self) -> None:
+        """Count a call the caller then hands to Triton unchanged."""
         self.counters.served_triton += 1
         return None
 
@@ -153,7 +154,7 @@ class ApplyHook:
             log.warning(
                 "ddbench apply: Triton serves target-verify calls the candidate cannot take: %s", reason
             )
-        return self._triton_serves()
+        return self._left_to_triton()
 
     def _candidate_problem(self) -> str | None:
         """Why the candidate cannot run in this process (asked once, at the first target-verify call)."""
