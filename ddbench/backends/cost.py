@@ -51,6 +51,7 @@ microseconds to milliseconds per call after a one-off compile, and the run names
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -207,6 +208,13 @@ def generation_seconds(case: Case, footprint: InputFootprint) -> float:
     return GENERATION_FIXED_S + GENERATION_PER_NUMBER_S * numbers
 
 
+def generation_calls(case: Case) -> int:
+    """Verify calls a backend makes in one case: 1 for a parity case; for a generation case, one a layer and
+    verify step, twice (its own and its teacher's), with as many steps as the accept-length floor allows."""
+    spec = case.generation
+    return 1 if spec is None else 2 * spec.layers * math.ceil(spec.new_tokens / spec.min_accept_length)
+
+
 def estimate_case(case: Case, backends: Sequence[str], device: str = "cpu") -> Estimate:
     """Peak bytes and seconds of generating the case's inputs and running each backend once on them.
 
@@ -234,7 +242,7 @@ def estimate_case(case: Case, backends: Sequence[str], device: str = "cpu") -> E
         elif cpu is None:
             unknown.append(f"{name} (needs a GPU)")
         else:
-            seconds += cpu
+            seconds += cpu * generation_calls(case)
     run_peak = PROCESS_OVERHEAD_BYTES + footprint.input_bytes + max(working, kept + fingerprint)
     host = PROCESS_OVERHEAD_BYTES + footprint.generation_peak_bytes
     peak = run_peak if on_gpu else max(host, run_peak)

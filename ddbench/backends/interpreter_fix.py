@@ -54,3 +54,23 @@ def use_interpreter_without_gpu() -> None:
 
     if not torch.cuda.is_available():
         os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def interpreter_problem(module: str) -> str | None:
+    """Before importing SGLang's Triton `module` on a machine without CUDA: set TRITON_INTERPRET=1, or say
+    why it is too late (Triton or the module was imported before, compiled kernels with no GPU to run)."""
+    import os
+    import sys
+
+    import torch
+
+    if torch.cuda.is_available():
+        return None
+    early = [m for m in ("triton", module) if m in sys.modules]
+    if early and os.environ.get("TRITON_INTERPRET") != "1":
+        return (
+            f"{early[0]} was imported before TRITON_INTERPRET=1 was set; "
+            "SGLang's kernels cannot run on this CPU-only machine (set TRITON_INTERPRET=1 first)"
+        )
+    os.environ["TRITON_INTERPRET"] = "1"
+    return None

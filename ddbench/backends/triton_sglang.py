@@ -9,14 +9,12 @@ in serving).
 from __future__ import annotations
 
 import contextlib
-import os
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from ddbench.backends.interpreter_fix import UPSTREAM_ISSUE, bf16_dot_fixed
+from ddbench.backends.interpreter_fix import UPSTREAM_ISSUE, bf16_dot_fixed, interpreter_problem
 from ddbench.backends.protocol import Availability, Launch
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.sglang_target import EXTEND_ATTENTION_MODULE
@@ -37,17 +35,9 @@ class SglangTritonBackend:
             return self._fn
         if self._problem:
             raise RuntimeError(self._problem)
-        if self._interpreted:
-            # triton.jit picks the interpreter when a function is decorated, so the variable must be set
-            # before Triton (or SGLang's module) is first imported in this process.
-            early = [m for m in ("triton", SGLANG_MODULE) if m in sys.modules]
-            if early and os.environ.get("TRITON_INTERPRET") != "1":
-                self._problem = (
-                    f"{early[0]} was imported before TRITON_INTERPRET=1 was set; "
-                    "SGLang's kernels cannot run on this CPU-only machine (set TRITON_INTERPRET=1 first)"
-                )
-                raise RuntimeError(self._problem)
-            os.environ["TRITON_INTERPRET"] = "1"
+        self._problem = interpreter_problem(SGLANG_MODULE)
+        if self._problem:
+            raise RuntimeError(self._problem)
         try:
             import importlib
 

@@ -8,7 +8,9 @@ from typing import Any
 import torch
 
 from ddbench.metrics import ERROR, FAIL, PASS, SKIPPED, ParityFigures, Verdict
+from ddbench.metrics.generation_gates import GateCheck
 from ddbench.results.case_timing import CaseTiming
+from ddbench.results.generation_record import GenerationRecord
 from ddbench.suite.model import Case, ParityBound
 
 
@@ -36,6 +38,7 @@ class PairResult:
     verdict: Verdict
     figures: ParityFigures | None = None
     diagnosis: dict[str, Any] | None = None  # `ddbench explain` of a failing pair (ddbench/explain)
+    gates: tuple[GateCheck, ...] = ()  # a generation case's gates (the verdict is theirs)
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -46,6 +49,8 @@ class PairResult:
             "reasons": list(self.verdict.reasons),
             "figures": self.figures.to_json() if self.figures else None,
         }
+        if self.gates:
+            out["gates"] = [g.to_json() for g in self.gates]
         return out | ({"diagnosis": self.diagnosis} if self.diagnosis is not None else {})
 
 
@@ -57,6 +62,7 @@ class CaseResult:
     seconds: float = 0.0
     error: str | None = None  # the case could not even be set up (inputs)
     timing: CaseTiming | None = None
+    generation: GenerationRecord | None = None
 
     @property
     def status(self) -> str:
@@ -77,4 +83,4 @@ class CaseResult:
             "backends": {name: run.to_json() for name, run in self.runs.items()},
             "pairs": [p.to_json() for p in self.pairs],
             "latency": self.timing.to_json() if self.timing else None,
-        }
+        } | ({"generation": self.generation.to_json()} if self.generation else {})

@@ -14,6 +14,7 @@ from ddbench.inputs import check_inputs, generate_inputs
 from ddbench.inputs.layout import READ_ONLY_FIELDS, VerifyInputs
 from ddbench.metrics import ERROR, PASS, SKIPPED, Verdict, judge, parity_figures
 from ddbench.results.case_result import BackendRun, CaseResult, PairResult
+from ddbench.runner.generation_case import run_generation_case
 from ddbench.runner.graph_group import GraphGroup
 from ddbench.runner.timing import time_case
 from ddbench.suite.budget import Budget
@@ -138,6 +139,8 @@ def run_case(
     CUDA-graph group's buffers and launches across its cases (runner/graph_group.py; without one, each case of
     a group starts it anew)."""
     step = step or (lambda what: None)
+    if case.generation is not None:
+        return run_generation_case(case, backends, device, step)
     start = time.perf_counter()
     result = CaseResult(case)
     group = graph_group if graph_group is not None else GraphGroup()

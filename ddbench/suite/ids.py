@@ -45,6 +45,8 @@ def readable_id(case: Case) -> str:
     ]
     if case.page_size != 1:
         parts.append(f"ps{case.page_size}")
+    if case.generation is not None:  # `-k e2e` selects them
+        parts.append(f"e2e{case.generation.new_tokens}")
     buffers = case.sglang_buffers
     if buffers is not None:  # `-k eager`, `-k graph` and `-k replay` select them
         parts.append(f"{'graph' if buffers.graph else 'eager'}{buffers.max_context}")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddbench.suite.budget import Budget
+from ddbench.suite.generation import GenerationSpec
 
 LIMIT_NAMES = (
     "max_row_ulp", "mean_row_ulp", "p999_ulp", "max_ulp", "max_abs", "mean_abs", "rel_l2", "abs_gain",
@@ -146,6 +147,7 @@ class Case:
     origin: str = ""  # JSON path of the suite entry the case came from
     q_lens: tuple[int, ...] = ()  # draft tokens per request; () means q_len for every request
     sglang_buffers: SglangBuffers | None = None  # over-allocated buffers (and a replayed launch), as served
+    generation: GenerationSpec | None = None  # an end-to-end case: decode with the model, judge the tokens
 
     def __post_init__(self) -> None:
         if not self.q_lens:
@@ -180,9 +182,11 @@ class Case:
         return self.shape()
 
     def shape(self) -> dict[str, Any]:
-        """The workload's description (for a capture: what its tensors hold). `sglang_buffers` only where
-        set: the workloads (and IDs) of cases without it do not move."""
+        """The workload's description (for a capture: what its tensors hold). `sglang_buffers` and
+        `generation` only where set: the workloads (and IDs) of cases without them do not move."""
         buffers = {"sglang_buffers": self.sglang_buffers.to_json()} if self.sglang_buffers else {}
+        if self.generation is not None:
+            buffers["generation"] = self.generation.to_json()
         return buffers | {
             "model": {"name": self.model.name, "heads": self.model.heads, "sm_scale": self.model.sm_scale},
             "layout": {"tp": self.layout.tp, "dp_attention": self.layout.dp_attention},

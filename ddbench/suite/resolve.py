@@ -15,6 +15,7 @@ from ddbench.suite.bound_sets import expand_bound_sets
 from ddbench.suite.budget import Budget, budget_from_json
 from ddbench.suite.captures import CaptureInfo
 from ddbench.suite.expand import RawCase
+from ddbench.suite.generation import GENERATION_LIMITS, GENERATION_TREE_KINDS, GenerationSpec
 from ddbench.suite.ids import case_id
 from ddbench.suite.input_styles import INPUT_STYLES
 from ddbench.suite.model import (
@@ -154,14 +155,26 @@ def _tree(c: _Checker, seed: int, batch_size: int) -> tuple[Any, tuple[int, ...]
     return spec, q_lens
 
 
-def _parity(c: _Checker) -> tuple[ParityBound, ...]:
+def _parity(c: _Checker, generation: bool = False) -> tuple[ParityBound, ...]:
+    """Tensor-parity limits for a parity case; the logits limits for a generation case."""
     specs = c.value("parity")
     if specs is None:
+        if generation:
+            c.fail("parity", "a generation case needs its bounds: who is judged against whom, on the logits")
         return DEFAULT_PARITY
     specs = expand_bound_sets(specs)
+    names, others = (GENERATION_LIMITS, LIMIT_NAMES) if generation else (LIMIT_NAMES, GENERATION_LIMITS)
     bounds = []
     for i, spec in enumerate(specs):
-        limits = tuple((k, float(spec[k])) for k in LIMIT_NAMES if k in spec)
+        limits = tuple((k, float(spec[k])) for k in names if k in spec)
+        wrong = [k for k in (*others, *(("margin_row_ulp",) if generation else ())) if k in spec]
+        if wrong:
+            kind = (
+                "a generation case" if generation else "a parity case (they judge a generation case's logits)"
+            )
+            c.fail("parity", f"bound {i}: {', '.join(wrong)} do not apply to {kind}")
+        if any(not math.isfinite(value) for _, value in limits):
+            c.fail("parity", f"bound {i}: every limit must be a finite number")
         if spec["candidate"] == spec["against"]:
             c.fail("parity", f"bound {i} compares {spec['candidate']!r} with itself")
         peer = spec.get("no_worse_than")
@@ -171,11 +184,36 @@ def _parity(c: _Checker) -> tuple[ParityBound, ...]:
             c.fail(
                 "parity",
                 f"bound {i} ({spec['candidate']} vs {spec['against']}) sets no limit; "
-                f"give at least one of {', '.join(LIMIT_NAMES)}",
+                f"give at least one of {', '.join(names)}",
             )
         margin = float(spec.get("margin_row_ulp", 0.0))
         bounds.append(ParityBound(spec["candidate"], spec["against"], limits, peer, margin))
     return tuple(bounds)
+
+
+def _generation(c: _Checker, prefix_lens: tuple[int, ...]) -> GenerationSpec | None:
+    """The spec of a generation case, and what it rules out: per-request trees, budgets, served buffers."""
+    spec = c.value("generation")
+    if spec is None:
+        return None
+    generation = GenerationSpec(**spec)
+    for name in ("drafter_noise", "tie_margin", "min_accept_length"):
+        if not math.isfinite(getattr(generation, name)):
+            c.fail("generation", f"{name} must be a finite number")
+    tree = c.value("tree")
+    if isinstance(tree, list):
+        c.fail("tree", "a generation case drafts one tree shape for every request; give one spec")
+    elif isinstance(tree, dict) and tree.get("kind") not in GENERATION_TREE_KINDS:
+        c.fail(
+            "tree",
+            f"a generation case drafts {', '.join(GENERATION_TREE_KINDS)} trees, not {tree.get('kind')!r}",
+        )
+    if prefix_lens and min(prefix_lens) < 2:
+        c.fail("prefix", "a generation case's prefix is each prompt's length: at least 2 (BOS and one token)")
+    for name in ("budget", "sglang_buffers"):
+        if c.value(name) is not None:
+            c.fail(name, f"a generation case is judged by its gates; {name} applies to parity cases")
+    return generation
 
 
 def _budget(c: _Checker) -> Budget | None:
@@ -265,7 +303,8 @@ def resolve_case(raw: RawCase, suite: str, file: str) -> tuple[tuple[Case, ...],
     batch_size, seed = c.value("batch_size"), c.value("seed")
     prefix_lens = _prefix_lens(c, batch_size, seed)
     tree, q_lens = _tree(c, seed, batch_size)
-    parity = _parity(c)
+    generation = _generation(c, prefix_lens)
+    parity = _parity(c, generation is not None)
     budget = _budget(c)  # before the early return: every check reports, not just those before the first error
     buffers = _sglang_buffers(c, batch_size, prefix_lens)
     if c.errors or model is None:
@@ -291,6 +330,7 @@ def resolve_case(raw: RawCase, suite: str, file: str) -> tuple[tuple[Case, ...],
         description=c.value("description") or "",
         origin=raw.entry,
         sglang_buffers=buffers,
+        generation=generation,
     )
     first = case_id(case, c.value("label"))
     return (first, *graph_replays(first, c.value("label"))), []
@@ -308,6 +348,8 @@ def resolve_capture_case(
             "sglang_buffers",
             "a capture holds the buffers it was made with; sglang_buffers sizes generated ones",
         )
+    if c.value("generation") is not None:
+        c.fail("generation", "a capture is one verify call; a generation case decodes with a model")
     if c.errors:
         return None, c.errors
     tree = (

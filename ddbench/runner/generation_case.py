@@ -1,0 +1,152 @@
+"""Run one end-to-end generation case: decode with every backend, judge each bound's pair by its gates.
+
+Runs: plain greedy decoding (no speculation) with each bound's `against` attention, the truth the tokens
+are compared with; then speculative decoding with every planned backend, each verify step also run with
+the `against` attention of the backend's bound (teacher-forced). A backend's fault ends its own run and
+makes its pairs errors; the other runs go on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+import torch
+
+from ddbench.backends.protocol import Backend
+from ddbench.generation.decode import DecodeRun, Workload, decode
+from ddbench.generation.greedy_accept import greedy_acceptor
+from ddbench.generation.mla_model import AbsorbedMlaModel, ModelShape
+from ddbench.metrics import ERROR, FAIL, PASS, SKIPPED, Verdict
+from ddbench.metrics.generation_gates import (
+    GateCheck,
+    accept_gate,
+    agreement,
+    teacher_forced_gate,
+    tokens_gate,
+)
+from ddbench.results.case_result import BackendRun, CaseResult, PairResult
+from ddbench.results.generation_record import GenerationRecord
+from ddbench.suite.model import ANY_BACKEND, Case, ParityBound
+
+
+def _teacher_of(case: Case, name: str, running: Mapping[str, Backend]) -> str | None:
+    """The `against` of the first bound that judges `name` (and runs): whose attention teaches it."""
+    for bound in case.parity:
+        if bound.applies_to(name) and bound.against in running:
+            return bound.against
+    return None
+
+
+def run_generation_case(
+    case: Case, backends: Mapping[str, Backend], device: torch.device, step: Callable[[str], None]
+) -> CaseResult:
+    spec = case.generation
+    assert spec is not None
+    start = time.perf_counter()
+    result = CaseResult(case)
+    try:
+        shape = ModelShape(
+            spec.layers, spec.hidden, spec.vocab, case.heads_per_rank, case.model.sm_scale, case.seed
+        )
+        model = AbsorbedMlaModel(shape, device)
+    except Exception as err:  # e.g. out of memory for the weights: this case's error, not the run's end
+        result.error = f"model: {type(err).__name__}: {err}"
+        result.seconds = time.perf_counter() - start
+        return result
+    tree = case.tree_of(0)
+    workload = Workload(
+        case.prefix_lens, spec.new_tokens, tree, case.q_len, case.page_size, spec.drafter_noise, case.seed
+    )
+    accept, acceptance = greedy_acceptor()
+    record = GenerationRecord(acceptance)
+    for truth in dict.fromkeys(b.against for b in case.parity if b.against in backends):
+        step(f"plain greedy decoding with {truth}")
+        record.greedy[truth] = decode(model, workload, backends[truth], accept, device, speculate=False)
+    for name, backend in backends.items():
+        teacher = _teacher_of(case, name, backends)
+        step(f"speculative decoding with {name}" + (f", taught by {teacher}" if teacher else ""))
+        run = decode(
+            model,
+            workload,
+            backend,
+            accept,
+            device,
+            teacher=backends[teacher] if teacher and teacher != name else None,
+            tie_margin=spec.tie_margin,
+        )
+        record.runs[name] = run
+        result.runs[name] = BackendRun(name, None, run.seconds, run.error)
+    result.generation = record
+    result.pairs = _judge(case, record)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _judge(case: Case, record: GenerationRecord) -> list[PairResult]:
+    pairs = []
+    for bound in case.parity:
+        names = (
+            [n for n in record.runs if bound.applies_to(n)]
+            if bound.candidate == ANY_BACKEND
+            else [bound.candidate]
+        )
+        for name in names:
+            pairs.append(_pair(case, bound, name, record))
+    return pairs
+
+
+def _pair(case: Case, bound: ParityBound, name: str, record: GenerationRecord) -> PairResult:
+    cand, truth = record.runs.get(name), record.runs.get(bound.against)
+    greedy = record.greedy.get(bound.against)
+    if cand is None or truth is None or greedy is None:
+        missing = name if cand is None else bound.against
+        return PairResult(name, bound.against, bound, Verdict(SKIPPED, (f"{missing} not run",)))
+    failed = next((r for r in (cand, truth, greedy) if r.error), None)
+    if failed is not None:
+        which = "plain greedy with " + failed.backend if failed is greedy else failed.backend
+        return PairResult(name, bound.against, bound, Verdict(ERROR, (f"{which}: {failed.error}",)))
+    gates = _gates(case, bound, cand, truth, greedy, record)
+    status = FAIL if any(g.status == FAIL for g in gates) else PASS
+    failing = tuple(g.detail for g in gates if g.status == FAIL)
+    reasons = failing or ("; ".join(g.short for g in gates),)
+    return PairResult(name, bound.against, bound, Verdict(status, reasons), gates=tuple(gates))
+
+
+def _gates(
+    case: Case,
+    bound: ParityBound,
+    cand: DecodeRun,
+    truth: DecodeRun,
+    greedy: DecodeRun,
+    record: GenerationRecord,
+) -> list[GateCheck]:
+    spec = case.generation
+    assert spec is not None
+    tau = spec.tie_margin
+    gates = []
+    if cand is not truth:
+        peer_run = record.runs.get(bound.no_worse_than or "")
+        peer = None
+        if peer_run is not None and peer_run.teacher and bound.no_worse_than != cand.backend:
+            peer = (peer_run.backend, max(e.max_abs for e in peer_run.teacher))
+        gates.append(
+            teacher_forced_gate(
+                bound.against,
+                dict(bound.limits),
+                max((e.max_abs for e in cand.teacher), default=0.0),
+                sum(e.mean_abs for e in cand.teacher) / max(1, len(cand.teacher)),
+                sum(e.confident_flips for e in cand.teacher),
+                len(cand.teacher),
+                peer,
+            )
+        )
+    found = agreement(cand.tokens, cand.margins, greedy.tokens, greedy.margins, tau)
+    gates.append(tokens_gate("tokens_vs_greedy", f"plain greedy decoding with {bound.against}", found, tau))
+    if cand is not truth:
+        found = agreement(cand.tokens, cand.margins, truth.tokens, truth.margins, tau)
+        gates.append(
+            tokens_gate(f"tokens_vs_{bound.against}", f"{bound.against}'s speculative run", found, tau)
+        )
+    gates.append(accept_gate(cand.mean_accept_length, spec.min_accept_length, len(cand.accept_lengths)))
+    return gates
