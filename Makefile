@@ -7,7 +7,7 @@ SUITE ?= suites/smoke.json
 K ?=
 # Every shipped suite; on a machine without a GPU `make suites` keeps the cases tagged cpu.
 ALL_SUITES := suites/smoke.json suites/k26-tp8-parity.json suites/kernel-parity.json suites/replay.json \
-	suites/k26-verify.json
+	suites/k26-verify.json suites/e2e.json
 HAS_CUDA := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 RESULTS := results
 

@@ -160,7 +160,7 @@ def _parity(c: _Checker, generation: bool = False) -> tuple[ParityBound, ...]:
     specs = c.value("parity")
     if specs is None:
         if generation:
-            c.fail("parity", "a generation case needs its bounds: who is judged against whom, on the logits")
+            c.fail("parity", "a generation case needs parity bounds: who is judged against whom, on logits")
         return DEFAULT_PARITY
     specs = expand_bound_sets(specs)
     names, others = (GENERATION_LIMITS, LIMIT_NAMES) if generation else (LIMIT_NAMES, GENERATION_LIMITS)
