@@ -1,6 +1,6 @@
 """One source for the suite vocabulary: the tree kinds the generator modules declare are the kinds, fields
-and branches of the suite schema, every limit the metrics judge is in the schema with a description, and
-every declared kind builds the tree it sizes."""
+and branches of the suite schema, every limit the metrics judge (tensor and generation) is in the schema
+with a description, and every declared kind builds the tree it sizes."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from importlib import resources
 
 import pytest
 
+from ddbench.suite.generation import GENERATION_LIMITS
 from ddbench.suite.model import LIMIT_NAMES
 from ddbench.trees import KINDS, TREE_KINDS, build_tree, tree_label, tree_q_len
 
@@ -59,6 +60,6 @@ def test_every_kind_builds_the_tree_it_sizes(kind):
 
 def test_every_limit_is_in_the_schema_with_a_description():
     properties = DEFS["parity_bound"]["properties"]
-    assert set(properties) - PAIR_FIELDS == set(LIMIT_NAMES)
+    assert set(properties) - PAIR_FIELDS == set(LIMIT_NAMES) | set(GENERATION_LIMITS)
     missing = [name for name, p in properties.items() if not p.get("description")]
     assert missing == []
