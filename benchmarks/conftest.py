@@ -12,7 +12,8 @@ import os
 import pytest
 import torch
 
-from ddbench.inputs import VerifyInputs, generate_inputs, poisoned_mask
+from ddbench.inputs import VerifyInputs, generate_inputs
+from ddbench.poison import poisoned_mask
 from ddbench.suite import Case, parse_suite
 
 SHAPES = {

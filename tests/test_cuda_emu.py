@@ -21,8 +21,8 @@ import ddbench.backends.cuda_emu as cuda_emu_module
 import ddbench.kernel.launch as launch_module
 from ddbench.backends import get_backend, prepared
 from ddbench.backends.cuda_emu import CudaEmuBackend, KernelEmulationError
-from ddbench.inputs import check_inputs, generate_inputs, poisoned_mask
-from ddbench.inputs.layout import VerifyInputs, poison_
+from ddbench.inputs import check_inputs, generate_inputs
+from ddbench.inputs.layout import VerifyInputs
 from ddbench.inputs.suite_file import load_suite_file
 from ddbench.kernel.marshal import marshal
 from ddbench.kernel.work_split import (
@@ -34,6 +34,7 @@ from ddbench.kernel.work_split import (
     request_extents,
 )
 from ddbench.metrics import FAIL, PASS, SKIPPED, judge, parity_figures
+from ddbench.poison import poison_, poisoned_mask
 from ddbench.runner import Session, SessionOptions, run_case
 from ddbench.suite import Case, parse_suite
 

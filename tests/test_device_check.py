@@ -146,7 +146,7 @@ def test_compare_flags_a_wrong_hardware_result():
 
 
 def test_device_names_map_to_the_models_gpu_tables():
-    from ddbench.model.gpus import gpu_key_of_device
+    from ddbench.gpus import gpu_key_of_device
 
     assert gpu_key_of_device("NVIDIA H200") == "h200"
     assert gpu_key_of_device("NVIDIA RTX PRO 6000 Blackwell Workstation Edition") == "rtx-pro-6000"
@@ -200,8 +200,8 @@ def test_calibration_step_refuses_a_gpu_the_model_has_no_table_for(tmp_path, mon
 def test_fitting_the_estimated_constants_lowers_the_misfit():
     import dataclasses
 
+    from ddbench.gpus import gpu_spec
     from ddbench.model.calibration import fit_constants
-    from ddbench.model.gpus import gpu_spec
 
     gpu = gpu_spec("h200")
 

@@ -8,9 +8,9 @@ import dataclasses
 import pytest
 import torch
 
-from ddbench.inputs.layout import poison_
 from ddbench.metrics import FAIL, PASS, judge, parity_figures
 from ddbench.metrics.figures import QUANTILE
+from ddbench.poison import poison_
 from ddbench.suite.model import ParityBound
 
 SHAPE = (4, 8, 512)  # (tokens, heads, latent) like a small verify output

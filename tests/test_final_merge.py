@@ -13,7 +13,7 @@ import torch
 
 from ddbench.backends.cuda_emu import CudaEmuBackend, KernelEmulationError
 from ddbench.inputs import generate_inputs
-from ddbench.kernel.plan import plan_launch
+from ddbench.kernel.plan import PlanOptions, plan_launch
 from ddbench.kernel.work_split import (
     MERGE_NONE,
     cta_arrivals,
@@ -99,14 +99,14 @@ def test_an_arrival_past_the_parts_stops_the_launch():
 def test_each_lane_is_merged_by_its_last_arrival():
     """bs1 q9 p32k on an RTX PRO 6000: 2 row tiles of 80 CTAs in clusters of 8, 10 parts each; rank j of a
     row tile's last cluster arrives last at lane j and merges rows j, j + 8, ... of it."""
-    plan = plan_launch(1, 8, 9, 32777, dram_pace=20.21)
+    plan = plan_launch(1, 8, 9, 32777, PlanOptions(dram_pace=20.21))
     assert (plan.ctas, plan.cluster, plan.final_merge) == (160, 8, True)
     requests = request_extents(8, [0, 32777], [0, 9], plan.block_m)
     arrivals = cta_arrivals(plan, requests)
     assert all(len(a) == 1 and a[0].lane == cta % 8 for cta, a in enumerate(arrivals))
     assert {a[0].expected for a in arrivals} == {len(parts_of_row_tile(plan, requests, 0, 0))} == {10}
     assert sorted(set(last_arrivals(arrivals).values())) == [*range(72, 80), *range(152, 160)]
-    assert plan_launch(1, 8, 9, 32777, dram_pace=20.21, final_merge=False).combines
+    assert plan_launch(1, 8, 9, 32777, PlanOptions(dram_pace=20.21, final_merge=False)).combines
 
 
 def test_a_straddling_clusters_ranks_share_the_merge():

@@ -10,8 +10,9 @@ import torch
 from conftest import ancestors, one_case, smoke_case
 
 from ddbench.errors import InputError
-from ddbench.inputs import check_inputs, generate_inputs, poisoned_mask
+from ddbench.inputs import check_inputs, generate_inputs
 from ddbench.inputs.layout import TENSOR_FIELDS, VerifyInputs
+from ddbench.poison import poisoned_mask
 
 # Labels (prefix of the case ID) of smoke cases covering: a DDTree, prefix 0, q_len 1, a ragged batch,
 # a sampled prefix range, DeepSeek's 16 local heads, DP-attention's 64, and a paged pool.

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from ddbench.inputs import check_inputs, generate_inputs
-from ddbench.inputs.layout import VerifyInputs, poison_
+from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.launch import prepare_launch
 from ddbench.kernel.marshal import MASK_WORD_BITS, KernelInputs, marshal
 from ddbench.kernel.plan import (
@@ -27,17 +27,18 @@ from ddbench.kernel.plan import (
     BLOCK_N,
     COMBINE_ROW_TILES,
     DEFAULT_DRAM_PACE,
-    DRAM_PACE_BY_DEVICE,
-    MAX_CLUSTERS_BY_DEVICE,
+    EMULATED_PLAN,
     MIN_TILES_PER_CTA,
     PACE_FIXED_TILES,
     PACE_MARGIN,
     WHOLE_FIXED_TILES,
     WHOLE_WAVES,
+    PlanOptions,
     dram_pace_of,
     max_clusters_of,
     plan_launch,
 )
+from ddbench.poison import poison_
 from ddbench.suite import Case, parse_suite
 
 # Generated batches: prefix 0 next to non-zero prefixes, q_len 1, q_len 33 and 65 (two and three 32-bit mask
@@ -419,7 +420,7 @@ def test_the_sync_guard_catches_synchronising_code(no_host_sync, monkeypatch):
     ],
 )
 def test_row_tiles_cover_every_token_head_row(heads, max_q_len, row_groups, row_tiles):
-    plan = plan_launch(1, heads, max_q_len, total_keys=100, row_groups=row_groups)
+    plan = plan_launch(1, heads, max_q_len, 100, PlanOptions(row_groups=row_groups))
     assert plan.row_tiles == row_tiles and plan.block_m == 16 * row_groups
     assert (row_tiles - 1) * plan.block_m < max_q_len * heads <= row_tiles * plan.block_m
 
@@ -441,14 +442,14 @@ def test_a_combine_cta_merges_as_many_rows_as_leave_one_and_a_half_ctas_an_sm():
         (1, 8, 9, 32768 + 9): 1,  # two halves share a row of many parts
     }
     for shape, rows in rows_of.items():
-        plan = plan_launch(*shape, **h200)
+        plan = plan_launch(*shape, PlanOptions(**h200))
         assert plan.combines and plan.combine_rows == rows, (shape, plan)
-    assert plan_launch(1, 8, 65, 4096 + 65, combine_rows=48, **h200).combine_rows == 48  # forced
+    assert plan_launch(1, 8, 65, 4096 + 65, PlanOptions(combine_rows=48, **h200)).combine_rows == 48  # forced
     for bad in (0, 65):
         with pytest.raises(ValueError, match=f"combine_rows must be 1 to 64, not {bad}"):
-            plan_launch(1, 8, 65, 4096 + 65, combine_rows=bad)
+            plan_launch(1, 8, 65, 4096 + 65, PlanOptions(combine_rows=bad))
     with pytest.raises(ValueError, match="a split row tile's merge lists at most 18688 CTAs, not 18689"):
-        plan_launch(1, 8, 9, 10_000_000, ctas=18689, final_merge=False)
+        plan_launch(1, 8, 9, 10_000_000, PlanOptions(ctas=18689, final_merge=False))
 
 
 def test_48_rows_for_long_launches_and_whole_tiles_that_take_fewer_waves():
@@ -458,9 +459,9 @@ def test_48_rows_for_long_launches_and_whole_tiles_that_take_fewer_waves():
     assert plan_launch(1, 8, 8, 32768 + 8).row_groups == 2  # 64 rows: 2 tiles either way, 96 rows at 48
     # whole row tiles take the width of fewest waves times rows: 352 of 48 in 2 waves, not 528 of 32 in 3
     assert plan_launch(16, 16, 65, 16 * 193).row_groups == 3
-    assert plan_launch(16, 16, 65, 16 * 193, row_groups=2).row_groups == 2  # unless forced
+    assert plan_launch(16, 16, 65, 16 * 193, PlanOptions(row_groups=2)).row_groups == 2  # unless forced
     with pytest.raises(ValueError, match="row_groups must be 2 or 3"):
-        plan_launch(1, 8, 9, 100, row_groups=4)
+        plan_launch(1, 8, 9, 100, PlanOptions(row_groups=4))
 
 
 def test_a_launch_past_32_bit_work_units_is_refused():
@@ -485,7 +486,7 @@ def test_a_launch_past_32_bit_work_units_is_refused():
     ],
 )
 def test_plan_on_known_shapes(batch, heads, q_len, prefix, sm_count, ctas, whole):
-    plan = plan_launch(batch, heads, q_len, batch * (prefix + q_len), sm_count)
+    plan = plan_launch(batch, heads, q_len, batch * (prefix + q_len), PlanOptions(sm_count=sm_count))
     assert (plan.ctas, plan.whole_row_tiles > 0) == (ctas, whole)
     assert plan.grid == (ctas, 1, 1)
     assert plan.combines == (not whole)
@@ -498,8 +499,8 @@ def test_plan_bounds():
         (1, 2, 3, 4, 7, 16, 64, 256), (8, 16, 64, 128), (1, 9, 33, 65), (0, 1, 31, 33, 700, 4096, 131072)
     ):
         keys = batch * (prefix + q_len)
-        plan = plan_launch(batch, heads, q_len, keys, sm_count)
-        split = plan_launch(batch, heads, q_len, keys, sm_count, whole_row_tiles=False)
+        plan = plan_launch(batch, heads, q_len, keys, PlanOptions(sm_count=sm_count))
+        split = plan_launch(batch, heads, q_len, keys, PlanOptions(sm_count=sm_count, whole_row_tiles=False))
         row_tiles = batch * split.row_tiles  # the width the choice is made at
         units = split.row_tiles * -(-keys // BLOCK_N)
         shape = (batch, heads, q_len, prefix)
@@ -534,8 +535,8 @@ def test_plan_bounds():
 def test_the_dram_pace_of_each_gpu_follows_from_its_datasheet():
     """KV tiles DRAM delivers while one SM multiplies a 16-row group with one tile: S, then PV, each phase as
     long as the busier of the tensor pipe and shared memory (the counts the tiling model mirrors)."""
+    from ddbench.gpus import GPUS
     from ddbench.model import tiling_counters as tc
-    from ddbench.model.gpus import GPUS
 
     warps = 4  # a row group
     phases = (
@@ -550,7 +551,6 @@ def test_the_dram_pace_of_each_gpu_follows_from_its_datasheet():
         group_tile_s = cycles / (gpu.clock_ghz * 1e9)
         tile_s = tc.TILE_BYTES / (gpu.dram_gbs * 1e9)
         assert dram_pace_of(gpu.name) == pytest.approx(group_tile_s / tile_s, abs=0.01), gpu.key
-    assert len(DRAM_PACE_BY_DEVICE) == len(GPUS)
     assert dram_pace_of("NVIDIA RTX PRO 6000 Blackwell Workstation Edition") == DEFAULT_DRAM_PACE
     assert dram_pace_of("NVIDIA H200") == dram_pace_of(GPUS["h200"].name)
     assert dram_pace_of("NVIDIA A100-SXM4-80GB") is None  # not listed: planned on every SM
@@ -570,7 +570,7 @@ def test_the_dram_pace_of_each_gpu_follows_from_its_datasheet():
     ],
 )
 def test_no_more_ctas_than_keep_pace_with_dram(batch, prefix, sm_count, pace, ctas):
-    plan = plan_launch(batch, 8, 9, batch * (prefix + 9), sm_count, dram_pace=pace)
+    plan = plan_launch(batch, 8, 9, batch * (prefix + 9), PlanOptions(sm_count=sm_count, dram_pace=pace))
     assert plan.ctas == ctas and plan.splits
 
 
@@ -587,7 +587,7 @@ def test_no_more_ctas_than_keep_pace_with_dram(batch, prefix, sm_count, pace, ct
 def test_whole_row_tiles_where_splitting_saves_less_than_it_costs(
     batch, heads, q_len, prefix, pace, ctas, whole
 ):
-    plan = plan_launch(batch, heads, q_len, batch * (prefix + q_len), dram_pace=pace)
+    plan = plan_launch(batch, heads, q_len, batch * (prefix + q_len), PlanOptions(dram_pace=pace))
     assert (plan.ctas, plan.whole_row_tiles > 0) == (ctas, whole)
 
 
@@ -603,11 +603,17 @@ def test_whole_row_tiles_where_splitting_saves_less_than_it_costs(
 def test_whole_row_tiles_hold_the_rows_that_take_least_waves_times_rows(
     batch, heads, q_len, sm_count, row_groups
 ):
-    plan = plan_launch(batch, heads, q_len, batch * (0 + q_len), sm_count, whole_row_tiles=True)
+    plan = plan_launch(
+        batch, heads, q_len, batch * (0 + q_len), PlanOptions(sm_count=sm_count, whole_row_tiles=True)
+    )
     assert plan.whole_row_tiles and plan.row_groups == row_groups
     assert plan.ctas == batch * -(-q_len * heads // (16 * row_groups))
     forced = plan_launch(
-        batch, heads, q_len, batch * q_len, sm_count, whole_row_tiles=True, row_groups=5 - row_groups
+        batch,
+        heads,
+        q_len,
+        batch * q_len,
+        PlanOptions(sm_count=sm_count, whole_row_tiles=True, row_groups=5 - row_groups),
     )
     assert forced.row_groups == 5 - row_groups  # a forced width is kept
 
@@ -618,10 +624,14 @@ def test_the_pace_never_takes_split_ranges_below_the_row_tiles_or_above_the_rang
         (1, 4, 16, 64), (8, 16, 128), (1, 9, 65), (128, 700, 32768)
     ):
         keys = batch * (prefix + q_len)
-        free = plan_launch(batch, heads, q_len, keys, whole_row_tiles=False)
+        free = plan_launch(batch, heads, q_len, keys, PlanOptions(whole_row_tiles=False))
         # (clusters may round the paced split down again: test_clusters_where_the_parts_cost_more_than_...)
         paced = plan_launch(
-            batch, heads, q_len, keys, whole_row_tiles=False, dram_pace=DEFAULT_DRAM_PACE, cluster=1
+            batch,
+            heads,
+            q_len,
+            keys,
+            PlanOptions(whole_row_tiles=False, dram_pace=DEFAULT_DRAM_PACE, cluster=1),
         )
         shape = (batch, heads, q_len, prefix)
         assert paced.ctas <= free.ctas and paced.row_groups == free.row_groups, shape
@@ -656,7 +666,9 @@ def test_the_pace_never_takes_split_ranges_below_the_row_tiles_or_above_the_rang
 )
 def test_clusters_where_the_parts_cost_more_than_the_merge(batch, heads, q_len, prefix, pace, ctas, cluster):
     sm_count = 132 if pace == 61.47 else 188
-    plan = plan_launch(batch, heads, q_len, batch * (prefix + q_len), sm_count, dram_pace=pace)
+    plan = plan_launch(
+        batch, heads, q_len, batch * (prefix + q_len), PlanOptions(sm_count=sm_count, dram_pace=pace)
+    )
     assert (plan.ctas, plan.cluster) == (ctas, cluster)
     assert plan.ctas % plan.cluster == 0 and plan.splits
     # where clusters merge, the verify kernel merges what they leave (the final merge): no combine kernel
@@ -686,8 +698,10 @@ def test_clusters_of_8_are_no_more_than_the_gpu_runs_at_once(
     second wave (the GPU backend would fall back to no clusters at all)."""
     keys = batch * (prefix + q_len)
     pace, limit = dram_pace_of(device), max_clusters_of(device)
-    unlimited = plan_launch(batch, heads, q_len, keys, sms, dram_pace=pace)
-    plan = plan_launch(batch, heads, q_len, keys, sms, dram_pace=pace, max_clusters=limit)
+    unlimited = plan_launch(batch, heads, q_len, keys, PlanOptions(sm_count=sms, dram_pace=pace))
+    plan = plan_launch(
+        batch, heads, q_len, keys, PlanOptions(sm_count=sms, dram_pace=pace, max_clusters=limit)
+    )
     assert (unlimited.ctas, unlimited.cluster) == free and (plan.ctas, plan.cluster) == capped
     assert free == capped or free[0] // 8 > limit  # the limit changes only plans of more clusters than it
     assert plan.cluster < 8 or plan.ctas // 8 <= limit
@@ -696,31 +710,36 @@ def test_clusters_of_8_are_no_more_than_the_gpu_runs_at_once(
 
 @pytest.mark.parametrize(("batch", "q_len", "prefix"), [(1, 6, 8192), (1, 64, 129), (4, 17, 1312)])
 def test_a_gpu_that_runs_no_cluster_of_8_gets_none(batch, q_len, prefix):
-    plan = plan_launch(batch, 8, q_len, batch * (prefix + q_len), 132, dram_pace=20.21, max_clusters=0)
+    plan = plan_launch(
+        batch, 8, q_len, batch * (prefix + q_len), PlanOptions(sm_count=132, dram_pace=20.21, max_clusters=0)
+    )
     assert plan.cluster < 8 and plan.ctas > 0
 
 
 def test_every_gpu_has_a_cluster_limit_and_an_unknown_one_none():
-    from ddbench.model.gpus import GPUS
+    from ddbench.gpus import GPUS
 
-    assert len(MAX_CLUSTERS_BY_DEVICE) == len(GPUS)
     assert all(max_clusters_of(gpu.name) for gpu in GPUS.values())
     assert max_clusters_of("NVIDIA H200") == 15
     assert max_clusters_of("NVIDIA A100-SXM4-80GB") is None
 
 
 def test_a_forced_cluster_must_fit():
-    assert plan_launch(1, 8, 9, 32777, ctas=40, cluster=8).cluster == 8
-    assert plan_launch(1, 8, 9, 32777, ctas=40).cluster == 1  # forced CTAs: no clusters unless asked
+    assert plan_launch(1, 8, 9, 32777, PlanOptions(ctas=40, cluster=8)).cluster == 8
+    assert (
+        plan_launch(1, 8, 9, 32777, PlanOptions(ctas=40)).cluster == 1
+    )  # forced CTAs: no clusters unless asked
     with pytest.raises(ValueError, match="do not divide into clusters of 3"):
-        plan_launch(1, 8, 9, 32777, ctas=40, cluster=3)
+        plan_launch(1, 8, 9, 32777, PlanOptions(ctas=40, cluster=3))
     with pytest.raises(ValueError, match="cluster must be 1 to 8"):
-        plan_launch(1, 8, 9, 32777, ctas=40, cluster=9)
+        plan_launch(1, 8, 9, 32777, PlanOptions(ctas=40, cluster=9))
 
 
 @pytest.mark.parametrize("forced", [1, 2, 5, 13, 64])
 def test_forced_cta_count_is_used_as_given(forced):
-    plan = plan_launch(1, 8, 9, total_keys=30, ctas=forced)  # one tile: the plan would run 3 whole row tiles
+    plan = plan_launch(
+        1, 8, 9, 30, PlanOptions(ctas=forced)
+    )  # one tile: the plan would run 3 whole row tiles
     assert plan.ctas == forced and plan.whole_row_tiles == 0 and plan.combines == (forced > 1)
 
 
@@ -732,11 +751,11 @@ def test_plan_for_an_empty_batch():
 
 def test_prepare_launch_workspace_only_when_row_tiles_are_split():
     x = case_inputs("ddtree64-paged")
-    one = prepare_launch(x, whole_row_tiles=True)
+    one = prepare_launch(x, options=EMULATED_PLAN.but(whole_row_tiles=True))
     assert one.ws_o is None and one.ws_lse is None and one.ws_scale is None
     assert one.out.data_ptr() == x.o_extend.data_ptr()
     assert one.total_rows == sum(x.q_lens) * x.num_heads
-    five = prepare_launch(x, ctas=5)
+    five = prepare_launch(x, options=EMULATED_PLAN.but(ctas=5))
     assert five.plan.ctas == 5 and five.plan.combines
     m = five.plan.block_m
     assert five.ws_o.shape == (10, m, 512) and five.ws_o.dtype == torch.float16
@@ -745,7 +764,7 @@ def test_prepare_launch_workspace_only_when_row_tiles_are_split():
     auto = prepare_launch(x)
     keys = sum(x.prefix_lens) + sum(x.q_lens)
     assert auto.plan == plan_launch(
-        x.batch_size, x.num_heads, x.max_len_extend, keys, dram_pace=DEFAULT_DRAM_PACE
+        x.batch_size, x.num_heads, x.max_len_extend, keys, PlanOptions(dram_pace=DEFAULT_DRAM_PACE)
     )
     assert isinstance(auto.kernel, KernelInputs)
 
@@ -753,20 +772,29 @@ def test_prepare_launch_workspace_only_when_row_tiles_are_split():
 def test_a_short_split_in_whole_clusters_is_judged_as_it_runs():
     """H200: 5 row tiles of 5 key tiles; the balanced split (7 CTAs) saves less than a combine costs, but in
     clusters of 8 a row tile (40 CTAs, merged in the verify kernel) it saves more than their merge."""
-    plan = plan_launch(1, 8, 17, 127 + 17, 132, dram_pace=61.47, max_clusters=15)
+    plan = plan_launch(1, 8, 17, 127 + 17, PlanOptions(sm_count=132, dram_pace=61.47, max_clusters=15))
     assert (plan.ctas, plan.cluster, plan.final_merge, plan.whole_row_tiles) == (40, 8, True, 0)
     # the same clusters without the final merge (a combine after them): judged as before, whole
-    forced = plan_launch(1, 8, 17, 127 + 17, 132, dram_pace=61.47, max_clusters=15, final_merge=False)
+    forced = plan_launch(
+        1, 8, 17, 127 + 17, PlanOptions(sm_count=132, dram_pace=61.47, max_clusters=15, final_merge=False)
+    )
     assert forced.whole_row_tiles == 5
     # clusters that would straddle row tiles (64 of them: 96 CTAs) keep the balanced judgement: whole
-    assert plan_launch(4, 8, 64, 4 * (127 + 64), 188, dram_pace=20.21, max_clusters=22).whole_row_tiles == 16
+    assert (
+        plan_launch(
+            4, 8, 64, 4 * (127 + 64), PlanOptions(sm_count=188, dram_pace=20.21, max_clusters=22)
+        ).whole_row_tiles
+        == 16
+    )
     # a final merge without clusters is no cluster merge: whole, as before
-    alone = plan_launch(1, 16, 48, 200 + 48, 188, dram_pace=20.21, cluster=1, final_merge=True)
+    alone = plan_launch(
+        1, 16, 48, 200 + 48, PlanOptions(sm_count=188, dram_pace=20.21, cluster=1, final_merge=True)
+    )
     assert alone.whole_row_tiles == 24
 
 
 def test_the_32_bit_bound_holds_at_the_width_whole_row_tiles_take():
     """96 rows: 2 row tiles of 48 fit 32-bit units, the 3 of 32 that whole row tiles take do not."""
-    plan_launch(1, 6, 16, 25_600_000_000, whole_row_tiles=False, row_groups=3)
+    plan_launch(1, 6, 16, 25_600_000_000, PlanOptions(whole_row_tiles=False, row_groups=3))
     with pytest.raises(ValueError, match="more work units than 32 bits count"):
-        plan_launch(1, 6, 16, 25_600_000_000, whole_row_tiles=True)
+        plan_launch(1, 6, 16, 25_600_000_000, PlanOptions(whole_row_tiles=True))

@@ -11,10 +11,10 @@ from click.testing import CliRunner
 
 from ddbench.cli.main import cli
 from ddbench.errors import InputError
+from ddbench.gpus import RTX_PRO_6000
 from ddbench.inputs.suite_file import load_suite_file
 from ddbench.model.calibration import UNCALIBRATED
 from ddbench.model.floor import CaseShape
-from ddbench.model.gpus import RTX_PRO_6000
 from ddbench.model.model_baseline import Tolerances, baseline_document, regressions
 from ddbench.model.profile import profile_case
 from ddbench.model.tiling_counters import tiling_counters

@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from ddbench.cli.main import cli
+from ddbench.gpus import GPUS, RTX_PRO_6000
 from ddbench.inputs.suite_file import load_suite_file
 from ddbench.model.calibration import UNCALIBRATED
 from ddbench.model.floor import CaseShape
-from ddbench.model.gpus import GPUS, RTX_PRO_6000
 from ddbench.model.model_baseline import Tolerances, baseline_document, case_tolerances, regressions
 from ddbench.model.profile import profile_case
 from ddbench.model.tiling_counters import tiling_counters

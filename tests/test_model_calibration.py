@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from ddbench.errors import InputError
+from ddbench.gpus import GPUS, RTX_PRO_6000
 from ddbench.model.calibration import (
     FITTED,
     UNCALIBRATED,
@@ -17,7 +18,6 @@ from ddbench.model.calibration import (
     calibration_for,
     with_what_if,
 )
-from ddbench.model.gpus import GPUS, RTX_PRO_6000
 
 COMMITTED = Path(__file__).resolve().parents[1] / "ddbench" / "model" / "calibration.json"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import one_case
 
+from ddbench.gpus import H200, RTX_PRO_6000
 from ddbench.model.floor import CaseShape, floor
-from ddbench.model.gpus import H200, RTX_PRO_6000
 
 KIMI_TP8_HEADS = 64 // 8
 

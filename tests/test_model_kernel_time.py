@@ -7,8 +7,8 @@ import math
 import pytest
 
 from ddbench.errors import InputError
+from ddbench.gpus import RTX_PRO_6000
 from ddbench.model.calibration import Calibration
-from ddbench.model.gpus import RTX_PRO_6000
 from ddbench.model.kernel_time import model_launch
 
 GPU = RTX_PRO_6000

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ddbench.errors import InputError
-from ddbench.model.gpus import GPUS, H200, RTX_5090, RTX_PRO_6000, gpu_spec
+from ddbench.gpus import GPUS, H200, RTX_5090, RTX_PRO_6000, gpu_spec
 from ddbench.model.occupancy import occupancy, registers_per_warp, tail_ctas, waves
 
 

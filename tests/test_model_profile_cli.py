@@ -247,13 +247,14 @@ def test_a_plan_sweep_models_the_plan_beside_its_neighbours(tmp_path):
 
 
 def test_a_plan_sweep_names_the_variants_the_plan_refuses(monkeypatch):
-    from ddbench.model.gpus import gpu_spec
+    from ddbench.gpus import gpu_spec
+    from ddbench.kernel.plan import PlanOptions
     from ddbench.runner import model_plan_sweep
     from ddbench.runner.model_profiles import calibration_of
 
     def two(row_tiles, sms, **_):
-        yield "plan", {}
-        yield "odd", {"ctas": 13, "cluster": 8}  # 13 CTAs do not divide into clusters of 8
+        yield "plan", PlanOptions()
+        yield "odd", PlanOptions(ctas=13, cluster=8)  # 13 CTAs do not divide into clusters of 8
 
     monkeypatch.setattr(model_plan_sweep, "plan_variants", two)
     (case,) = select_cases([load_suite_file(SMOKE)], "q1")

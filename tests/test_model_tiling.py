@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from ddbench.gpus import RTX_PRO_6000
 from ddbench.kernel.plan import smem_bytes
 from ddbench.model.counters_input import parse_counters
 from ddbench.model.floor import CaseShape
-from ddbench.model.gpus import RTX_PRO_6000
 from ddbench.model.kernel_time import model_launch
 from ddbench.model.tiling_counters import tiling_counters
 

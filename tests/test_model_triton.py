@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from ddbench.gpus import H200, RTX_PRO_6000
 from ddbench.model.floor import CaseShape
-from ddbench.model.gpus import H200, RTX_PRO_6000
 from ddbench.model.triton_model import model_triton, triton_blocks, triton_counters, triton_grid
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from ddbench.errors import InputError
+from ddbench.gpus import gpu_spec
 from ddbench.kernel.sass_map import DIVERGES, ENDS, EXACT, Anchor, Block, KernelSass, parse_sass
 from ddbench.model.counters_input import parse_counters
-from ddbench.model.gpus import gpu_spec
 from ddbench.model.sass_count import UNPINNED_LOOP_TRIPS, count_cta
 from ddbench.model.warp_instructions import with_issue_count
 

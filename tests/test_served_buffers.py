@@ -17,6 +17,7 @@ from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.backends.protocol import replayable
 from ddbench.cli.main import cli
 from ddbench.errors import InputError, SuiteInvalid
+from ddbench.explain.mutants import get_mutant
 from ddbench.inputs import check_inputs, generate_inputs
 from ddbench.inputs.capture_file import read_capture
 from ddbench.inputs.layout import VerifyInputs
@@ -298,7 +299,7 @@ def test_a_mutant_replays_its_mistake_on_a_graph_group():
 
     group = [c for c in load_suite_file(ROOT / "suites" / "smoke.json").cases if "-graph512-" in c.id]
     assert len(group) == 4
-    mutant, fp64 = get_backend("mutant-emu:causal-mask"), get_backend("reference-fp64")
+    mutant, fp64 = get_mutant("mutant-emu:causal-mask"), get_backend("reference-fp64")
     holder = GraphGroup()
     for case in group:
         call = holder.bind(case, generate_inputs(case))

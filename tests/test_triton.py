@@ -11,8 +11,9 @@ import torch
 from conftest import SMOKE, smoke_case
 
 from ddbench.backends import get_backend, preferred_device
-from ddbench.inputs import check_inputs, generate_inputs, poisoned_mask
+from ddbench.inputs import check_inputs, generate_inputs
 from ddbench.metrics import FAIL, PASS, judge, parity_figures
+from ddbench.poison import poisoned_mask
 
 pytestmark = pytest.mark.triton
 

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from ddbench.kernel.plan import MAX_LISTED_CTAS, plan_launch
+from ddbench.kernel.plan import MAX_LISTED_CTAS, PlanOptions, plan_launch
 from ddbench.kernel.work_split import (
     MERGE_NONE,
     MERGE_WHOLE,
@@ -35,7 +35,7 @@ def test_ranges_are_balanced_and_cover_every_unit_once(seed):
     units = sum(g.units for g in requests)
     ctas = rng.choice([1, 2, 7, 64, 188, min(units + 5, MAX_LISTED_CTAS)])  # the launch lists no more
     q_len = max(g.q_len for g in requests)
-    plan = plan_launch(len(requests), heads, q_len, 1, ctas=ctas, row_groups=row_groups)
+    plan = plan_launch(len(requests), heads, q_len, 1, PlanOptions(ctas=ctas, row_groups=row_groups))
     seen: dict[tuple[int, int], list[tuple[int, int]]] = {}
     written: dict[tuple[int, int], list[int]] = {}
     slots = set()
@@ -69,7 +69,9 @@ def test_clusters_merge_only_inside_one_row_tile_and_the_combine_finds_what_is_l
     requests = _batch(rng, heads, 16 * row_groups)
     q_len = max(g.q_len for g in requests)
     ctas = cluster * rng.choice([1, 2, 5, 23])
-    plan = plan_launch(len(requests), heads, q_len, 1, ctas=ctas, row_groups=row_groups, cluster=cluster)
+    plan = plan_launch(
+        len(requests), heads, q_len, 1, PlanOptions(ctas=ctas, row_groups=row_groups, cluster=cluster)
+    )
     merges = cta_merges(plan, requests)
     written: dict[tuple[int, int], list[int]] = {}
     for cta, segments in enumerate(cta_segments(plan, requests)):
@@ -88,7 +90,7 @@ def test_clusters_merge_only_inside_one_row_tile_and_the_combine_finds_what_is_l
 
 def test_whole_row_tiles_are_one_segment_each():
     requests = [RequestExtent(30, 9, 8, 32), RequestExtent(60, 1, 8, 32)]
-    plan = plan_launch(2, 8, 9, 90, whole_row_tiles=True)
+    plan = plan_launch(2, 8, 9, 90, PlanOptions(whole_row_tiles=True))
     per_cta = list(cta_segments(plan, requests))
     assert len(per_cta) == plan.ctas == 6
     assert [len(s) for s in per_cta] == [1, 1, 1, 1, 0, 0]  # the 1-token request has one row tile

@@ -19,7 +19,7 @@ from ddbench.kernel.build import KernelBuildError, build_emulation_library, find
 from ddbench.kernel.counters import LaunchCounters, parse_counters
 from ddbench.kernel.launch import PreparedLaunch, prepare_launch
 from ddbench.kernel.marshal import marshal_into
-from ddbench.kernel.plan import DEFAULT_DRAM_PACE, DEFAULT_MAX_CLUSTERS, DEFAULT_SM_COUNT
+from ddbench.kernel.plan import DEFAULT_DRAM_PACE, DEFAULT_MAX_CLUSTERS, DEFAULT_SM_COUNT, PlanOptions
 from ddbench.kernel.sanitizer import SanitizerReport, parse_sanitizer_report
 from ddbench.kernel.work_shapes import verify_work_shapes
 from ddbench.kernel.work_split import cta_arrivals, last_arrivals, request_extents
@@ -96,19 +96,22 @@ class CudaEmuBackend:
         final_merge: bool | None = None,
         max_clusters: int | None = DEFAULT_MAX_CLUSTERS,
         combine_rows: int | None = None,
+        plan: PlanOptions | None = None,
     ) -> None:
-        self.ctas = ctas  # None: the same plan as on a GPU (ddbench/kernel/plan.py)
-        self.whole_row_tiles = whole_row_tiles
-        self.row_groups = row_groups  # None: the plan's 32 or 48 rows per CTA
-        self.cluster = cluster  # CTAs per thread-block cluster; None: the plan's (the emulation has clusters)
-        self.final_merge = final_merge  # split row tiles merged in the verify kernel; None: the plan's
-        self.combine_rows = combine_rows  # rows a combine CTA merges; None: the plan's
-        # The GPU the launch is planned for: its SMs (None: an RTX PRO 6000's), its DRAM pace (None: plan on
-        # every SM) and the clusters of 8 it runs at once (None: no limit), see ddbench/kernel/plan.py;
-        # profile sets all three.
-        self.sm_count = sm_count
-        self.dram_pace = dram_pace
-        self.max_clusters = max_clusters
+        """`plan` (ddbench/kernel/plan.py): the GPU the launches are planned for and what they force; the
+        keywords build one where it is not given (None: the plan's own choice, on the GPU the emulation
+        plans for unless told another's SMs, DRAM pace and clusters at once)."""
+        self.plan = plan or PlanOptions(
+            sm_count=DEFAULT_SM_COUNT if sm_count is None else sm_count,
+            dram_pace=dram_pace,
+            max_clusters=max_clusters,
+            ctas=ctas,
+            whole_row_tiles=whole_row_tiles,
+            row_groups=row_groups,
+            cluster=cluster,
+            final_merge=final_merge,
+            combine_rows=combine_rows,
+        )
         self.workers = workers if workers is not None else int(os.environ.get("DDK_EMU_WORKERS", "0") or 0)
         self._library: ctypes.CDLL | None = None
         self._problem: str | None = None
@@ -158,30 +161,10 @@ class CudaEmuBackend:
             return Availability.no(str(err))
         return Availability.yes("kernels/verify/verify_attn.cuh under the ddk CPU emulation")
 
-    @property
-    def plan_options(self) -> dict[str, int | bool | None]:
-        """What this backend forces of the plan (None: the plan's own choice)."""
-        return {
-            "ctas": self.ctas,
-            "whole_row_tiles": self.whole_row_tiles,
-            "row_groups": self.row_groups,
-            "cluster": self.cluster,
-            "final_merge": self.final_merge,
-            "combine_rows": self.combine_rows,
-        }
-
     def marshaled_launch(self, inputs: VerifyInputs, for_capacity: bool = False) -> PreparedLaunch:
         """Marshaling and plan (for the call's lengths, or `for_capacity`: see prepare_launch); the seam
         `ddbench selftest`'s mutants use to inject marshaling mistakes."""
-        sm_count = DEFAULT_SM_COUNT if self.sm_count is None else self.sm_count
-        return prepare_launch(
-            inputs,
-            for_capacity=for_capacity,
-            sm_count=sm_count,
-            dram_pace=self.dram_pace,
-            max_clusters=self.max_clusters,
-            **self.plan_options,
-        )
+        return prepare_launch(inputs, for_capacity=for_capacity, options=self.plan)
 
     def prepare(
         self, inputs: VerifyInputs, lse: torch.Tensor | None = None, for_capacity: bool = False

@@ -15,7 +15,7 @@ from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.build import nvcc_available
 from ddbench.kernel.launch import PreparedLaunch, prepare_launch
 from ddbench.kernel.marshal import marshal_into
-from ddbench.kernel.plan import MAX_CLUSTER, MAX_ROW_GROUPS, LaunchPlan, dram_pace_of
+from ddbench.kernel.plan import MAX_CLUSTER, MAX_ROW_GROUPS, LaunchPlan, PlanOptions, dram_pace_of
 
 
 class CudaKernelBackend:
@@ -30,12 +30,17 @@ class CudaKernelBackend:
         cluster: int | None = None,
         combine_rows: int | None = None,
         build_if_missing: bool = True,
+        forced: PlanOptions | None = None,
     ) -> None:
-        self.ctas = ctas  # None: the plan's own choice (ddbench/kernel/plan.py)
-        self.whole_row_tiles = whole_row_tiles
-        self.row_groups = row_groups
-        self.cluster = cluster  # CTAs per cluster; None: the plan's (clusters from sm_90 only)
-        self.combine_rows = combine_rows  # rows a combine CTA merges; None: the plan's
+        # What the launches force of the plan (None: its own choice, ddbench/kernel/plan.py); the GPU's own
+        # fields are filled in from the device at each prepare. `cluster`: clusters from sm_90 only.
+        self.forced = forced or PlanOptions(
+            ctas=ctas,
+            whole_row_tiles=whole_row_tiles,
+            row_groups=row_groups,
+            cluster=cluster,
+            combine_rows=combine_rows,
+        )
         self.build_if_missing = build_if_missing  # False in a server: only a build made beforehand loads
         self.last_plan: LaunchPlan | None = None  # the latest `prepare`'s (the device check's sweep)
         self._extension: ModuleType | None = None
@@ -131,23 +136,22 @@ class CudaKernelBackend:
         # GPC; the driver says how many clusters of 8 fit, one CTA an SM at either row width): the plan's
         # one wave must stay one.
         clusters = device.major >= 9
-        planned_clusters = clusters and self.ctas is None and self.cluster != 1  # else the plan forms none
-        plan_options = {
-            "sm_count": device.multi_processor_count,
-            "dram_pace": dram_pace_of(device.name),
-            "max_clusters": self._at_once(extension, inputs.device) if planned_clusters else None,
-            "ctas": self.ctas,
-            "whole_row_tiles": self.whole_row_tiles,
-            "row_groups": self.row_groups,
-            "combine_rows": self.combine_rows,
-        }
-        cluster = self.cluster if clusters else 1
-        launch = prepare_launch(inputs, for_capacity=for_capacity, cluster=cluster, **plan_options)
+        forced = self.forced
+        planned_clusters = (
+            clusters and forced.ctas is None and forced.cluster != 1
+        )  # else the plan forms none
+        options = forced.but(
+            sm_count=device.multi_processor_count,
+            dram_pace=dram_pace_of(device.name),
+            max_clusters=self._at_once(extension, inputs.device) if planned_clusters else None,
+            cluster=forced.cluster if clusters else 1,
+        )
+        launch = prepare_launch(inputs, for_capacity=for_capacity, options=options)
         plan = launch.plan
         if plan.cluster > 1 and plan.ctas // plan.cluster > extension.max_active_clusters(
             plan.cluster, plan.row_groups
         ):
-            launch = prepare_launch(inputs, for_capacity=for_capacity, cluster=1, **plan_options)
+            launch = prepare_launch(inputs, for_capacity=for_capacity, options=options.but(cluster=1))
         self.last_plan = launch.plan
         k, out = launch.kernel, launch.out
         empty = torch.empty(0, dtype=torch.float32, device=inputs.device)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib.metadata import entry_points
 
 import torch
@@ -31,25 +31,23 @@ BUILTINS: dict[str, Callable[[], Backend]] = {
 }
 
 
-# Families of backends named `<prefix><name>` that a higher layer provides (the self-test's mutants register
-# themselves from ddbench/explain): the registry stays below whoever extends it.
-_FAMILIES: dict[str, Callable[[str], Backend]] = {}
+# Families of backends named `<prefix><name>` that a higher layer provides (the self-test's mutants, from
+# ddbench/explain): whoever resolves names passes the families it serves, so the registry stays below them
+# and no import registers anything behind the caller's back.
+Families = Mapping[str, Callable[[str], Backend]]
+"""prefix -> `factory(full_name)`, which builds the backend or raises KeyError naming the known ones."""
+NO_FAMILIES: Families = {}
 
 
-def register_family(prefix: str, factory: Callable[[str], Backend]) -> None:
-    """`factory(full_name)` builds the backend, or raises KeyError with a message naming the known ones."""
-    _FAMILIES[prefix] = factory
+def is_family_name(arg: str, families: Families = NO_FAMILIES) -> bool:
+    """A name one of `families` resolves (`mutant:mask-stride`), not a module to import."""
+    return any(arg.startswith(prefix) for prefix in families)
 
 
-def is_family_name(arg: str) -> bool:
-    """A name a registered family resolves (`mutant:mask-stride`), not a module to import."""
-    return any(arg.startswith(prefix) for prefix in _FAMILIES)
-
-
-def is_plugin_spec(arg: str) -> bool:
-    """`package.module:attr` names a plug-in to import; `mutant:mask-stride` is a registered family's name."""
+def is_plugin_spec(arg: str, families: Families = NO_FAMILIES) -> bool:
+    """`package.module:attr` names a plug-in to import; `mutant:mask-stride` is a family's name."""
     module, _, attr = arg.partition(":")
-    return bool(module and attr) and not is_family_name(arg)
+    return bool(module and attr) and not is_family_name(arg, families)
 
 
 def _instantiate(obj: object, origin: str) -> Backend:
@@ -121,7 +119,7 @@ def load_backend_spec(spec: str) -> Backend:
     return _instantiate(obj, f"--backend {spec}")
 
 
-def get_backend(name: str) -> Backend:
+def get_backend(name: str, families: Families = NO_FAMILIES) -> Backend:
     if name in BUILTINS:
         return BUILTINS[name]()
     eps = _entry_points()
@@ -131,7 +129,7 @@ def get_backend(name: str) -> Backend:
         except Exception as err:
             raise BackendUnavailable(f"backend {name} (entry point): {type(err).__name__}: {err}") from None
         return _instantiate(obj, f"entry point {name}")
-    for prefix, factory in _FAMILIES.items():
+    for prefix, factory in families.items():
         if name.startswith(prefix):
             try:
                 return factory(name)
@@ -139,7 +137,7 @@ def get_backend(name: str) -> Backend:
                 raise InputError(err.args[0], path="--backends") from None
     raise InputError(
         f"unknown backend {name!r}; known: {', '.join(known_backend_names())} "
-        + "".join(f" (and {prefix}<name>)" for prefix in _FAMILIES),
+        + "".join(f" (and {prefix}<name>)" for prefix in families),
         path="--backends",
     )
 

@@ -37,8 +37,8 @@ from ddbench.cli.model_baseline_update import diff_model_files, is_model_baselin
 from ddbench.cli.progress import ProgressSink
 from ddbench.environment import environment
 from ddbench.errors import InputError
+from ddbench.gpus import GPUS
 from ddbench.kernel.cuda_build import kernel_sources_hash
-from ddbench.model.gpus import GPUS
 from ddbench.runner import Session, SessionOptions
 
 EXIT_REFUSED = 1

@@ -22,8 +22,8 @@ from rich.table import Table
 from ddbench.atomic import write_json_atomic
 from ddbench.baselines.model_parity import kernel_parity_refusals, refusals_from_results
 from ddbench.errors import InputError
+from ddbench.gpus import gpu_spec
 from ddbench.model.baseline_diff import ModelDiff, diff_model_baselines
-from ddbench.model.gpus import gpu_spec
 from ddbench.model.model_baseline import BASELINE_KIND, Tolerances, baseline_document, check_baseline
 from ddbench.results.case_result import CaseResult
 from ddbench.results.read import read_results

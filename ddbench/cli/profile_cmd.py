@@ -19,9 +19,9 @@ from rich.table import Table
 from ddbench.atomic import check_writable, write_atomic, write_json_atomic
 from ddbench.cli.common import load_suites, require_cases, select_cases, stdout
 from ddbench.errors import InputError
+from ddbench.gpus import GPUS, gpu_spec
 from ddbench.kernel.build import find_kernels_dir
 from ddbench.model.calibration import with_what_if
-from ddbench.model.gpus import GPUS, gpu_spec
 from ddbench.model.kernel_time import LAUNCH_MODES
 from ddbench.model.model_baseline import Tolerances, baseline_document, case_tolerances, regressions
 from ddbench.model.profile import (

@@ -25,8 +25,8 @@ from typing import Any
 from ddbench.atomic import write_json_atomic
 from ddbench.device.latency import latency_cases
 from ddbench.errors import BackendUnavailable
+from ddbench.gpus import GpuSpec, gpu_key_of_device, gpu_spec
 from ddbench.model.calibration import UNCALIBRATED, CaseError, fit_constants, measured_entry, with_entry
-from ddbench.model.gpus import GpuSpec, gpu_key_of_device, gpu_spec
 from ddbench.model.profile import CaseProfile
 from ddbench.runner.emulated_counters import emulated_counters
 from ddbench.runner.model_profiles import CALIBRATION_FILE, model_cases, registers_of

@@ -2,7 +2,7 @@
 
 The emulation counts the ddk primitives a kernel calls, not the index arithmetic, softmax or loop control the
 GPU issues besides; the model multiplies the counts by `GpuSpec.verify_instructions_per_counted` and
-`combine_instructions_per_counted` (ddbench/model/gpus.py), measured this way. A device run's ncu step
+`combine_instructions_per_counted` (ddbench/gpus.py), measured this way. A device run's ncu step
 profiles a few shapes (`ddbench/device/check.py`, NCU_CASES) and exports `ncu-raw.csv`, one row a launch with
 `smsp__inst_executed.sum`; the emulation counts the same cases, planned for the same GPU, and each launch's
 ratio follows. Where nvcc is installed, each launch's SASS count (the model's issue term, its likely figure:
@@ -31,9 +31,9 @@ from ddbench.atomic import write_json_atomic
 from ddbench.device.cases import suite_cases
 from ddbench.device.plan_sweep import SWEEP_SUITE
 from ddbench.errors import InputError
+from ddbench.gpus import gpu_key_of_device, gpu_spec
 from ddbench.kernel.cuda_build import kernel_sources_hash
 from ddbench.model.counters_input import parse_kernel
-from ddbench.model.gpus import gpu_key_of_device, gpu_spec
 from ddbench.model.warp_instructions import with_issue_count
 from ddbench.runner.emulated_counters import emulated_counters
 from ddbench.runner.model_profiles import sass_of

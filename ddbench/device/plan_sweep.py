@@ -33,7 +33,7 @@ def variants(
     32- and 48-row tiles, clusters (as many as the GPU runs: the driver runs the rest later, and the timing
     shows it)."""
     for name, options in plan_variants(row_tiles, sms, row_groups=row_groups, combine_rows=combine_rows):
-        yield name, CudaKernelBackend(**options)  # type: ignore[arg-type]
+        yield name, CudaKernelBackend(forced=options)
 
 
 def _sweep_case(case: Case) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import torch
 
 from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.backends.protocol import Availability, Backend, Capabilities, Launch
-from ddbench.backends.registry import register_family
+from ddbench.backends.registry import Families
 from ddbench.explain.hypotheses import HYPOTHESES, SCALE_192, SCALE_576, find_hypothesis, mistaken_output
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.launch import PreparedLaunch, launch_for
@@ -84,7 +84,7 @@ class EmuMutant(CudaEmuBackend):
         if self.kernel_edit is not None:
             k = self.kernel_edit(inputs, k)
         # planned for the keys its own (mistaken) lists name, as the real backend plans a plain call
-        return launch_for(k, inputs.o_extend, int(k.kv_offsets[-1]), **self.plan_options)
+        return launch_for(k, inputs.o_extend, int(k.kv_offsets[-1]), self.plan)
 
     def prepare_replayable(self, inputs: VerifyInputs, lse: torch.Tensor | None = None) -> Launch:
         """A mutant replays by running again: re-marshaling the buffers would undo its planted mistake."""
@@ -315,8 +315,5 @@ def get_mutant(name: str) -> Backend:
     raise KeyError(f"unknown mutant {name!r}; known: {', '.join(mutant_names())}")
 
 
-def register_mutants() -> None:
-    """Make `mutant:<hypothesis>` and `mutant-emu:<hypothesis>` names the registry resolves (the Session
-    calls this, so every command and the pytest plugin know the self-test's backends)."""
-    register_family(REFERENCE_PREFIX, get_mutant)
-    register_family(EMU_PREFIX, get_mutant)
+MUTANT_FAMILIES: Families = {REFERENCE_PREFIX: get_mutant, EMU_PREFIX: get_mutant}
+"""`mutant:<hypothesis>` and `mutant-emu:<hypothesis>`: the Session serves these names to every face."""

@@ -23,7 +23,7 @@ from ddbench.generation.greedy_accept import Accepted
 from ddbench.generation.kv_pool import PagedKvPool
 from ddbench.generation.mla_model import BOS, AbsorbedMlaModel
 from ddbench.generation.verify_batch import VerifyBatch, build_batch
-from ddbench.inputs.layout import poisoned_mask
+from ddbench.poison import poisoned_mask
 from ddbench.trees import Tree
 
 PREFILL_CHUNK = 256  # prompt tokens a prefill call takes (its mask grows with the square of the chunk)

@@ -16,8 +16,9 @@ import torch
 
 from ddbench.generation.drafter import DraftTree
 from ddbench.generation.kv_pool import PagedKvPool
-from ddbench.inputs.layout import VerifyInputs, poison_
+from ddbench.inputs.layout import VerifyInputs
 from ddbench.mla import HEAD_DIM_V
+from ddbench.poison import poison_
 
 
 @dataclass

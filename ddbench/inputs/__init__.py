@@ -2,6 +2,6 @@
 
 from ddbench.inputs.check import check_inputs
 from ddbench.inputs.generate import generate_inputs
-from ddbench.inputs.layout import VerifyInputs, poison_, poisoned_mask
+from ddbench.inputs.layout import VerifyInputs
 
-__all__ = ["VerifyInputs", "check_inputs", "generate_inputs", "poison_", "poisoned_mask"]
+__all__ = ["VerifyInputs", "check_inputs", "generate_inputs"]

@@ -32,8 +32,9 @@ from ddbench.inputs.capture_format import (
     tensor_sha256,
 )
 from ddbench.inputs.check import check_inputs
-from ddbench.inputs.layout import VerifyInputs, poison_
+from ddbench.inputs.layout import VerifyInputs
 from ddbench.inputs.mask_tree import trees_from_custom_mask
+from ddbench.poison import poison_
 from ddbench.suite.presets import HEAD_DIM_V
 
 _MAX_HEADER = 100 * 1024 * 1024  # safetensors' own limit: a larger length means the bytes are not safetensors

@@ -16,9 +16,10 @@ import torch
 
 from ddbench.errors import InputError
 from ddbench.inputs.capture_file import read_capture
-from ddbench.inputs.layout import VerifyInputs, poison_
+from ddbench.inputs.layout import VerifyInputs
 from ddbench.inputs.pool import pool_layout, scatter_slots
 from ddbench.inputs.served_buffers import over_allocated
+from ddbench.poison import poison_
 from ddbench.suite.ids import canonical_json
 from ddbench.suite.model import Case
 from ddbench.suite.presets import HEAD_DIM_QK, HEAD_DIM_V

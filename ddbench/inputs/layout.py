@@ -7,11 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ddbench.poison import poison_
 from ddbench.trees import Tree
-
-# A quiet NaN with a payload no arithmetic produces: an element still holding it was never written.
-POISON_BITS = {torch.bfloat16: 0x7FE5, torch.float16: 0x7E25, torch.float32: 0x7FE5E5E5}
-_INT_VIEW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
 
 TENSOR_FIELDS = (
     "q_extend",
@@ -31,24 +28,6 @@ TENSOR_FIELDS = (
 
 # What a backend reads and must leave as it found it (v_buffer is a view of k_buffer; o_extend is the output).
 READ_ONLY_FIELDS = tuple(name for name in TENSOR_FIELDS if name not in ("o_extend", "v_buffer"))
-
-
-def poison_(tensor: torch.Tensor) -> torch.Tensor:
-    """Fill with the poison NaN in place (bit-exact, so unwritten elements can be counted)."""
-    tensor.view(_INT_VIEW[tensor.dtype]).fill_(_signed(POISON_BITS[tensor.dtype], tensor.dtype))
-    return tensor
-
-
-def poisoned_mask(tensor: torch.Tensor) -> torch.Tensor:
-    """True where an element still holds the exact poison pattern."""
-    if tensor.dtype not in POISON_BITS:
-        return torch.zeros(tensor.shape, dtype=torch.bool, device=tensor.device)
-    return tensor.view(_INT_VIEW[tensor.dtype]) == _signed(POISON_BITS[tensor.dtype], tensor.dtype)
-
-
-def _signed(bits: int, dtype: torch.dtype) -> int:
-    width = 32 if dtype == torch.float32 else 16
-    return bits - (1 << width) if bits >= 1 << (width - 1) else bits
 
 
 @dataclass

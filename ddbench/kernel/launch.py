@@ -6,20 +6,12 @@ Shared by the hardware backend and the emulation so both run the very same plan.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.kernel.marshal import KernelInputs, marshal
-from ddbench.kernel.plan import (
-    DEFAULT_DRAM_PACE,
-    DEFAULT_MAX_CLUSTERS,
-    DEFAULT_SM_COUNT,
-    PART_QUARTERS,
-    LaunchPlan,
-    plan_launch,
-)
+from ddbench.kernel.plan import EMULATED_PLAN, PART_QUARTERS, LaunchPlan, PlanOptions, plan_launch
 from ddbench.suite.presets import HEAD_DIM_V
 
 
@@ -39,10 +31,11 @@ class PreparedLaunch:
         return self.kernel.q.shape[0] * self.kernel.heads
 
 
-def prepare_launch(inputs: VerifyInputs, for_capacity: bool = False, **plan_options: Any) -> PreparedLaunch:
-    """Marshal the inputs, then plan them (`launch_for`'s options: the GPU the launch is planned for, by
-    default an RTX PRO 6000, its SMs, DRAM pace and clusters at once; and what is forced, `cluster` 1 where
-    the GPU has no thread-block clusters, None to let the plan choose).
+def prepare_launch(
+    inputs: VerifyInputs, for_capacity: bool = False, options: PlanOptions = EMULATED_PLAN
+) -> PreparedLaunch:
+    """Marshal the inputs, then plan them with `options` (the GPU the launch is planned for, by default the
+    one the emulation plans for; and what is forced, `cluster` 1 where the GPU has no thread-block clusters).
 
     The plan is for the call's own keys (kv_indptr[-1], read once on the host: over-allocated buffers then
     give the exact-size call's plan, hence its bits), or, `for_capacity`, for every key the buffers can hold
@@ -50,41 +43,17 @@ def prepare_launch(inputs: VerifyInputs, for_capacity: bool = False, **plan_opti
     is; the kernel cuts the real work into its CTAs on the device)."""
     k = marshal(inputs)
     keys = k.capacity_keys if for_capacity else int(inputs.kv_indptr[-1]) + k.q.shape[0]
-    return launch_for(k, inputs.o_extend, planned_keys=keys, **plan_options)
+    return launch_for(k, inputs.o_extend, planned_keys=keys, options=options)
 
 
 def launch_for(
-    k: KernelInputs,
-    out: torch.Tensor,
-    planned_keys: int | None = None,
-    sm_count: int = DEFAULT_SM_COUNT,
-    ctas: int | None = None,
-    whole_row_tiles: bool | None = None,
-    row_groups: int | None = None,
-    dram_pace: float | None = DEFAULT_DRAM_PACE,
-    cluster: int | None = None,
-    final_merge: bool | None = None,
-    max_clusters: int | None = DEFAULT_MAX_CLUSTERS,
-    combine_rows: int | None = None,
+    k: KernelInputs, out: torch.Tensor, planned_keys: int | None = None, options: PlanOptions = EMULATED_PLAN
 ) -> PreparedLaunch:
     """The plan and workspace for already-marshaled inputs (the self-test's mutants marshal their own), for
     `planned_keys` keys (None: as many as the buffers hold). The arrival counters are fresh zeros here; a GPU
     backend keeps its own, left zero by every launch."""
-    plan = plan_launch(
-        k.batch_size,
-        k.heads,
-        k.max_q_len,
-        k.capacity_keys if planned_keys is None else planned_keys,
-        sm_count,
-        ctas,
-        whole_row_tiles,
-        row_groups,
-        dram_pace,
-        cluster,
-        final_merge,
-        max_clusters,
-        combine_rows,
-    )
+    keys = k.capacity_keys if planned_keys is None else planned_keys
+    plan = plan_launch(k.batch_size, k.heads, k.max_q_len, keys, options)
     ws_o = ws_lse = ws_scale = arrivals = None
     if plan.splits:
         parts = plan.workspace_parts

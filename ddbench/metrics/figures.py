@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from ddbench.inputs.layout import poisoned_mask
 from ddbench.metrics.ulp import channel_scaled_ulps, lattice_ulps, row_scaled_ulps, ulps_vs_float
+from ddbench.poison import poisoned_mask
 
 QUANTILE = 0.999
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddbench.errors import InputError
-from ddbench.model.gpus import GpuSpec
+from ddbench.gpus import GpuSpec
 
 FORMAT_VERSION = 1
 UNCALIBRATED_LABEL = "uncalibrated: datasheet values"
@@ -141,7 +141,7 @@ def calibration_for(doc: Any, gpu_key: str, source: str) -> Calibration:
     return Calibration(entry["label"], fitted, tuple(errors))
 
 
-# The table values that are estimates, not datasheet figures (ddbench/model/gpus.py): what a device run fits.
+# The table values that are estimates, not datasheet figures (ddbench/gpus.py): what a device run fits.
 FITTED = ("dram_latency_us", "l2_latency_us", "l2_gbs", "graph_node_us", "issue_per_clk")
 FIT_SCALES = (0.5, 0.625, 0.75, 0.875, 1.0, 1.25, 1.5, 1.75, 2.0)
 # The issue rate may go lower: ncu had the H200's verify kernel issue-active 41-45 % of its cycles on long

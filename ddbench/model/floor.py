@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ddbench.gpus import GpuSpec
 from ddbench.mla import BF16_BYTES, HEAD_DIM_QK, HEAD_DIM_V, KV_ROW_BYTES
-from ddbench.model.gpus import GpuSpec
 
 FLOP_PER_ROW_KEY = 2 * (HEAD_DIM_QK + HEAD_DIM_V)  # 2176: S = QK^T over 576 dims, O += PV over 512
 Q_ROW_BYTES = HEAD_DIM_QK * BF16_BYTES

@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddbench.gpus import GpuSpec
 from ddbench.kernel.sass_map import KernelSass
 from ddbench.model.calibration import UNCALIBRATED, Calibration
 from ddbench.model.counters_input import CtaShape, KernelCounters, Phase, parse_counters
-from ddbench.model.gpus import GpuSpec
 from ddbench.model.occupancy import Occupancy, occupancy, tail_ctas, waves
 from ddbench.model.warp_instructions import IssueCount, with_issue_count
 

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from ddbench.errors import InputError
-from ddbench.model.gpus import REGISTER_ALLOCATION_UNIT, SYSTEM_SMEM_PER_CTA, GpuSpec
+from ddbench.gpus import REGISTER_ALLOCATION_UNIT, SYSTEM_SMEM_PER_CTA, GpuSpec
 
 
 @dataclass(frozen=True)

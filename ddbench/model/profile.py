@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ddbench.gpus import GpuSpec
 from ddbench.kernel.sass_map import KernelSass
 from ddbench.model.calibration import Calibration
 from ddbench.model.floor import CaseShape, Floor, floor
-from ddbench.model.gpus import GpuSpec
 from ddbench.model.kernel_time import STAGES, KernelModel, LaunchModel, model_launch
 from ddbench.model.triton_model import model_triton
 from ddbench.model.warp_instructions import IssueCount

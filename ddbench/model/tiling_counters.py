@@ -19,6 +19,7 @@ from ddbench.kernel.plan import (
     KV_TILE_BYTES,
     PART_ROW_BYTES,
     LaunchPlan,
+    PlanOptions,
     combine_smem_bytes,
     plan_launch,
 )
@@ -135,9 +136,7 @@ def tiling_counters(
         shape.heads,
         shape.q_len,
         sum(shape.keys),
-        sm_count=sm_count,
-        dram_pace=dram_pace,
-        cluster=1,  # the tiling by hand knows no cluster merge
+        PlanOptions(sm_count=sm_count, dram_pace=dram_pace, cluster=1),
     )
     kv_offsets, q_offsets = [0], [0]
     for k, q in zip(shape.keys, shape.q_lens, strict=True):

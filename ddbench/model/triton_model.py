@@ -18,10 +18,10 @@ from collections import Counter
 from dataclasses import astuple, dataclass
 from typing import Any
 
+from ddbench.gpus import FLOP_PER_MMA_M16N8K16, GpuSpec
 from ddbench.mla import HEAD_DIM_QK, HEAD_DIM_V
 from ddbench.model.counters_input import SECTOR_BYTES, parse_kernel
 from ddbench.model.floor import OUT_ROW_BYTES, Q_ROW_BYTES, CaseShape
-from ddbench.model.gpus import FLOP_PER_MMA_M16N8K16, GpuSpec
 from ddbench.model.kernel_time import KernelModel, model_kernel
 
 TRITON_KERNEL = "sglang_extend_attention_fwd"

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ddbench.errors import InputError
+from ddbench.gpus import GpuSpec
 from ddbench.kernel.sass_map import KernelSass
 from ddbench.model.counters_input import KernelCounters
-from ddbench.model.gpus import GpuSpec
 from ddbench.model.sass_count import SassCount, count_cta
 
 

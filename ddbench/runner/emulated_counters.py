@@ -18,10 +18,10 @@ import torch
 
 from ddbench.backends.cuda_emu import CudaEmuBackend
 from ddbench.errors import BackendUnavailable
+from ddbench.gpus import GpuSpec
 from ddbench.inputs import generate_inputs
 from ddbench.kernel.footprint import verify_unique_sectors
-from ddbench.kernel.plan import dram_pace_of, max_clusters_of
-from ddbench.model.gpus import GpuSpec
+from ddbench.kernel.plan import PlanOptions
 from ddbench.suite.model import Case
 
 SAMPLE_ABOVE = 100_000  # keys x 32-row tiles: a full counted run of about 10 s on 2 cores
@@ -39,25 +39,20 @@ def would_be_sampled(case: Case) -> bool:
     return emulation_work(case) > SAMPLE_ABOVE
 
 
-def emulation_for(gpu: GpuSpec, plan_options: Mapping[str, int | bool] | None = None) -> CudaEmuBackend:
-    """The emulation, its launches planned as on `gpu` (its SMs, DRAM pace and clusters at once), with
-    `plan_options` forced (CudaEmuBackend's: ctas, whole_row_tiles, row_groups, cluster, final_merge,
-    combine_rows)."""
-    return CudaEmuBackend(
-        sm_count=gpu.sms,
-        dram_pace=dram_pace_of(gpu.name),
-        max_clusters=max_clusters_of(gpu.name),
-        **(plan_options or {}),  # type: ignore[arg-type]
-    )
+def emulation_for(gpu: GpuSpec, forced: PlanOptions | None = None) -> CudaEmuBackend:
+    """The emulation, its launches planned as on `gpu` (its SMs, DRAM pace and clusters at once), with what
+    `forced` forces of the plan (its GPU fields are not read)."""
+    on_gpu = PlanOptions.for_gpu(gpu)
+    return CudaEmuBackend(plan=on_gpu if forced is None else on_gpu.forcing(forced))
 
 
 def emulated_counters(
-    case: Case, gpu: GpuSpec, sanitize: bool = True, plan_options: Mapping[str, int | bool] | None = None
+    case: Case, gpu: GpuSpec, sanitize: bool = True, forced: PlanOptions | None = None
 ) -> Mapping[str, Any]:
-    """The counters document of one counted launch (`plan_options`: see emulation_for); with `sanitize`, the
+    """The counters document of one counted launch (`forced`: see emulation_for); with `sanitize`, the
     same launch under racecheck and memcheck, its findings under `"sanitizer"` (of the CTAs that ran, in a
     sampled run)."""
-    backend = emulation_for(gpu, plan_options)
+    backend = emulation_for(gpu, forced)
     status = backend.availability()
     if not status.ok:
         raise BackendUnavailable(f"profile: unavailable: {status.detail}")

@@ -11,12 +11,12 @@ from typing import Any
 
 import torch
 
+from ddbench.gpus import GpuSpec
 from ddbench.inputs import generate_inputs
 from ddbench.kernel.plan import LaunchPlan
 from ddbench.kernel.plan_variants import plan_variants
 from ddbench.model.calibration import Calibration
 from ddbench.model.floor import CaseShape
-from ddbench.model.gpus import GpuSpec
 from ddbench.model.profile import profile_case
 from ddbench.runner.emulated_counters import emulated_counters, emulation_for
 from ddbench.runner.model_profiles import registers_of, sass_of
@@ -76,11 +76,11 @@ def sweep_plan(
         row_tiles,
         gpu.sms,
         row_groups=plan.row_groups,
-        max_clusters=planner.max_clusters,
+        max_clusters=planner.plan.max_clusters,
         combine_rows=combine_rows,
     ):
         try:
-            counters = emulated_counters(case, gpu, sanitize=False, plan_options=options)
+            counters = emulated_counters(case, gpu, sanitize=False, forced=options)
         except ValueError as err:  # the plan refuses the forced shape
             result.refused[name] = str(err)
             continue

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from ddbench.errors import InputError
+from ddbench.gpus import GpuSpec
 from ddbench.kernel.cuda_build import kernel_sources_hash
 from ddbench.kernel.kernel_check import ArchReport, kernel_check
 from ddbench.kernel.sass_map import KernelSass
 from ddbench.model.calibration import Calibration, calibration_for
 from ddbench.model.floor import CaseShape
-from ddbench.model.gpus import GpuSpec
 from ddbench.model.profile import CaseProfile, profile_case
 from ddbench.runner.emulated_counters import emulated_counters
 from ddbench.suite.load import read_json

@@ -24,7 +24,7 @@ from ddbench.baselines.device import device_key
 from ddbench.baselines.lookup import BaselineSet
 from ddbench.errors import BackendUnavailable, InputError
 from ddbench.explain.attach import diagnose_failures
-from ddbench.explain.mutants import register_mutants
+from ddbench.explain.mutants import MUTANT_FAMILIES
 from ddbench.results.case_result import CaseResult
 from ddbench.results.document import run_verdict, summary_of
 from ddbench.runner.budgets import budget_for
@@ -37,8 +37,6 @@ from ddbench.suite import Case, Suite
 from ddbench.suite.case_count import DEFAULT_MAX_CASES
 from ddbench.suite.select import normal_shard
 from ddbench.timing.settings import TimingSettings
-
-register_mutants()  # every face goes through this module, so every face knows `mutant:` / `mutant-emu:`
 
 
 @dataclass(frozen=True)
@@ -90,6 +88,7 @@ class RunOutcome:
 class Session:
     def __init__(self, options: SessionOptions) -> None:
         self.options = options
+        self.families = MUTANT_FAMILIES  # the backend families every face serves: the self-test's mutants
         self._graph = GraphGroup()  # the CUDA-graph group being run: its buffers and launches
         self.suites: list[Suite] = load_suites(
             options.suites, max_cases=options.max_cases, allow_capture_dirs=options.allow_capture_dirs
@@ -138,9 +137,10 @@ class Session:
         """`module:attr` arguments (of --backend, or inside --backends) -> the backend each loads. A plug-in
         may not take the name of a built-in or of another plug-in: it would silently stand in for it."""
         for arg in self.options.plugins:  # `--backend` takes module:attr (or a family name), nothing else
-            if not is_plugin_spec(arg) and not is_family_name(arg):
+            if not is_plugin_spec(arg, self.families) and not is_family_name(arg, self.families):
                 load_backend_spec(arg)  # raises the error that says what is expected
-        args = [n for n in (*self.options.plugins, *(self.options.backends or ())) if is_plugin_spec(n)]
+        asked = (*self.options.plugins, *(self.options.backends or ()))
+        args = [n for n in asked if is_plugin_spec(n, self.families)]
         loaded = {arg: load_backend_spec(arg) for arg in dict.fromkeys(args)}
         seen: dict[str, str] = {}
         for arg, backend in loaded.items():
@@ -173,7 +173,7 @@ class Session:
     def _instances(self, wanted: dict[str, list[str]]) -> dict[str, Backend]:
         names = list(dict.fromkeys(n for names in wanted.values() for n in names))
         by_name = {b.name: b for b in self.plugins.values()}
-        return {name: by_name.get(name) or get_backend(name) for name in names}
+        return {name: by_name.get(name) or get_backend(name, self.families) for name in names}
 
     def _available(self, instances: dict[str, Backend]) -> dict[str, Backend]:
         """The planned backends that can run here; any other stops the run (exit 3) before work."""

@@ -29,8 +29,9 @@ import torch
 from ddbench.backends.protocol import Backend, GraphCapturableBackend, unsupported_by
 from ddbench.capture.context import call_site, device_name, parallel_info, versions
 from ddbench.capture.snapshot import unsupported
-from ddbench.inputs.layout import VerifyInputs, poison_, poisoned_mask
+from ddbench.inputs.layout import VerifyInputs
 from ddbench.metrics.figures import ParityFigures
+from ddbench.poison import poison_, poisoned_mask
 from ddbench.serving.apply_log import ApplyLog
 from ddbench.serving.breach import Breach, write_breach
 from ddbench.serving.breaker import Breaker

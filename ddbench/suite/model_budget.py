@@ -3,7 +3,7 @@
 
 Counters are exact, so the defaults allow no extra DRAM byte and no new bank conflict; the modeled time is
 deterministic too, and its default slack only covers float summation order. The GPU keys are the model's
-hardware tables (ddbench.model.gpus); the schema lists them, and a test keeps the two lists equal.
+hardware tables (ddbench.gpus); the schema lists them, and a test keeps the two lists equal.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Hardware tables of the GPUs the model knows (pure data); docs/model.md gives each figure's source.
+"""Hardware tables of the GPUs ddbench knows (pure data, below both the kernel's planner and the model);
+docs/model.md gives each figure's source.
 
 Figures marked "estimate" are not published by NVIDIA (L2 bandwidth and latency, DRAM latency, mma.sync on
 sm_90, launch overheads) and are the first constants a calibration replaces.
@@ -58,6 +59,12 @@ class GpuSpec:
     dsmem_bytes_per_clk: float = 16.0  # what one SM reads from other SMs' shared memory
     dsmem_latency_cycles: float = 200.0  # one ld.shared::cluster round trip
     cluster_barrier_cycles: float = 400.0  # barrier.cluster arrive + wait, the cluster already aligned
+    # What the kernel's planner needs of the GPU (ddbench/kernel/plan.py says how each is used).
+    # The KV tiles DRAM delivers while one SM multiplies one 16-row group with one tile, from the datasheet
+    # figures above (tests/test_marshal.py derives them): a launch needs no more CTAs than keep that pace.
+    dram_pace: float | None = None
+    # Clusters of 8 CTAs the GPU runs at once (a cluster's CTAs share a GPC); None: no limit known.
+    max_active_clusters: int | None = None
 
     @property
     def mma_per_clk(self) -> float:
@@ -88,6 +95,8 @@ RTX_PRO_6000 = GpuSpec(
     registers_per_sm=65_536,
     max_warps_per_sm=48,
     max_ctas_per_sm=32,
+    dram_pace=20.21,
+    max_active_clusters=22,  # estimate: GB202's GPCs of 16 SMs, two of them short on this part
 )
 
 RTX_5090 = GpuSpec(
@@ -108,6 +117,8 @@ RTX_5090 = GpuSpec(
     registers_per_sm=65_536,
     max_warps_per_sm=48,
     max_ctas_per_sm=32,
+    dram_pace=43.95,
+    max_active_clusters=13,  # estimate: 170 SMs may leave eleven GPCs short
 )
 
 H200 = GpuSpec(
@@ -128,9 +139,12 @@ H200 = GpuSpec(
     registers_per_sm=65_536,
     max_warps_per_sm=64,
     max_ctas_per_sm=32,
+    dram_pace=61.47,
+    max_active_clusters=15,  # measured: ncu's launch__cluster_max_active, clusters of 8
 )
 
 GPUS: dict[str, GpuSpec] = {g.key: g for g in (RTX_PRO_6000, RTX_5090, H200)}
+EMULATED_GPU = RTX_PRO_6000  # the GPU the CPU emulation plans its launches for, unless told another
 
 
 def gpu_spec(key: str) -> GpuSpec:
@@ -148,3 +162,9 @@ def gpu_key_of_device(device_name: str) -> str | None:
     """The table of the GPU a device name belongs to, or None when the model has no table for it."""
     lowered = device_name.lower()
     return next((key for needle, key in _DEVICE_NAMES if needle in lowered), None)
+
+
+def gpu_of_device(device_name: str) -> GpuSpec | None:
+    """The table of a GPU by the name it gives itself, or None for one ddbench has no table for."""
+    key = gpu_key_of_device(device_name)
+    return None if key is None else GPUS[key]
