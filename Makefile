@@ -11,10 +11,15 @@ ALL_SUITES := suites/smoke.json suites/k26-tp8-parity.json suites/kernel-parity.
 HAS_CUDA := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 RESULTS := results
 
-.PHONY: test smoke suite suites lint env kernel-check device-check device-wheels wheel-check clean
+.PHONY: test test-slow smoke suite suites lint env kernel-check device-check device-wheels wheel-check clean
 
+# `make test`: the quick tier, a few minutes on 2 cores. `make test-slow`: the whole-suite checks (every
+# kernel-parity case on the emulation, the model baselines, the self-test, the nvcc builds); CI runs both.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider
+	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider -m "not slow"
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -n 2 -p no:cacheprovider -m slow
 
 smoke: $(STAMP)
 	$(BIN)/ddbench run suites/smoke.json --json $(RESULTS)/smoke.json --junit $(RESULTS)/smoke.xml

@@ -171,6 +171,11 @@ def suite_backends(emu, fp64):
 # ---------------------------------------------------------------- the suites, case by case
 
 
+def _long(suite: str, case: Case) -> bool:
+    """kernel-parity's cases and smoke's long prefixes take minutes here: the slow tier runs them."""
+    return suite != "smoke" or max(case.prefix_lens) > 2048
+
+
 def test_the_suites_cover_the_kernel(plans):
     assert len(SUITE_CASES) >= 43
     assert all("cuda-emu" in plans[case.id] for _, case in SUITE_CASES)
@@ -181,7 +186,11 @@ def test_the_suites_cover_the_kernel(plans):
 
 
 @pytest.mark.triton
-@pytest.mark.parametrize(("suite", "case"), SUITE_CASES, ids=[f"{s}/{c.id}" for s, c in SUITE_CASES])
+@pytest.mark.parametrize(
+    ("suite", "case"),
+    [pytest.param(s, c, marks=[pytest.mark.slow] if _long(s, c) else []) for s, c in SUITE_CASES],
+    ids=[f"{s}/{c.id}" for s, c in SUITE_CASES],
+)
 def test_suite_case_passes_every_judged_bound(suite_backends, plans, suite, case):
     names = plans[case.id]
     assert HARDWARE not in names

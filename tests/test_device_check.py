@@ -286,7 +286,7 @@ def test_the_offline_calibration_refuses_what_is_not_a_device_report(tmp_path, c
 def test_the_sweep_tries_the_plan_beside_other_splits_within_four_waves():
     from ddbench.device.plan_sweep import variants
 
-    named = dict(variants(row_tiles=2, sms=132))
+    named = {name: backend.forced for name, backend in variants(row_tiles=2, sms=132)}
     assert list(named)[:2] == ["plan", "whole"] and named["whole"].whole_row_tiles is True
     counts = sorted(b.ctas for n, b in named.items() if n.startswith("ctas=") and b.cluster is None)
     assert counts == [4, 8, 16, 32, 64, 132, 264]  # the row tiles' multiples, one and two waves; none > 4

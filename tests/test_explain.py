@@ -19,6 +19,7 @@ from ddbench.explain import HYPOTHESES, Explainer
 from ddbench.explain.attach import diagnose_failures
 from ddbench.explain.attention import correct_plan, evaluate
 from ddbench.explain.error_map import draft_depths
+from ddbench.explain.mutants import MUTANT_FAMILIES
 from ddbench.explain.rank import EXPLAINED, MATCHES_REFERENCE, UNEXPLAINED
 from ddbench.inputs import generate_inputs
 from ddbench.report.diagnosis_markdown import diagnosis_markdown, diagnosis_section
@@ -266,10 +267,12 @@ def test_case_json_round_trip_and_hash_check(cases):
 
 
 def test_mutant_backends_by_name():
-    assert get_backend("mutant:mask-stride").name == "mutant:mask-stride"
-    assert get_backend("mutant-emu:draft-missing").name == "mutant-emu:draft-missing"
+    assert get_backend("mutant:mask-stride", MUTANT_FAMILIES).name == "mutant:mask-stride"
+    assert get_backend("mutant-emu:draft-missing", MUTANT_FAMILIES).name == "mutant-emu:draft-missing"
     with pytest.raises(InputError, match="unknown mutant"):
-        get_backend("mutant-emu:v-columns")  # V is the kernel's own: no adapter can get it wrong
+        get_backend(
+            "mutant-emu:v-columns", MUTANT_FAMILIES
+        )  # V is the kernel's own: no adapter can get it wrong
 
 
 # --- the run hook, the command, the reports ----------------------------------------------------------------
@@ -277,7 +280,9 @@ def test_mutant_backends_by_name():
 
 def test_a_failing_pair_of_a_run_carries_its_diagnosis(cases):
     case = cases["mix"]
-    backends = {n: get_backend(n) for n in ("reference-fp64", "mutant:draft-missing", "reference")}
+    backends = {
+        n: get_backend(n, MUTANT_FAMILIES) for n in ("reference-fp64", "mutant:draft-missing", "reference")
+    }
     result = run_case(case, backends, torch.device("cpu"), diagnose=diagnose_failures)
     failing = [p for p in result.pairs if p.verdict.status == "fail"]
     assert [p.candidate for p in failing] == ["mutant:draft-missing"]

@@ -140,6 +140,7 @@ def test_a_correct_kernel_passes_every_gate_and_each_gate_reports_its_figures(tm
     assert runs["cuda-emu"]["tokens"] == [8, 8] and runs["cuda-emu"]["mean_accept_length"] >= 1.5
 
 
+@pytest.mark.slow
 def test_every_mutant_kernel_fails_a_gate(tmp_path):
     mutants = [n for n in mutant_names(True) if n.startswith(EMU_PREFIX)]
     testable = [n for n in mutants if n.removeprefix(EMU_PREFIX) not in NEEDS_LONG_PREFIX]

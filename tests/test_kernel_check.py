@@ -338,6 +338,7 @@ def reports():
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_both_archs_build_with_no_problem(reports):
     assert set(reports) == {"sm_120", "sm_90"}
     for arch, report in reports.items():
@@ -353,6 +354,7 @@ def test_both_archs_build_with_no_problem(reports):
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_sass_uses_the_tensor_cores_or_says_why_not(reports):
     for arch, report in reports.items():
         if cuobjdump_here():
@@ -373,6 +375,7 @@ def invoke(*args: str):
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_cli_kernel_check_ok(tmp_path):
     report_path = tmp_path / "kernel-check.json"
     result = invoke("kernel-check", "--json", str(report_path))
@@ -402,6 +405,7 @@ def test_cli_kernel_check_without_cuobjdump_says_unavailable(monkeypatch):
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_cli_kernel_check_reports_the_sass_map_the_model_counts_from():
     result = invoke("kernel-check", "--arch", "sm_120")
     assert result.exit_code == 0, result.output
@@ -413,6 +417,7 @@ def test_cli_kernel_check_reports_the_sass_map_the_model_counts_from():
 
 
 @needs_nvcc
+@pytest.mark.slow
 def test_cli_kernel_check_fails_on_a_violation(monkeypatch):
     """A kernel over the shared-memory limit (a launch asking one byte more than 99 KB) fails the check."""
     monkeypatch.setattr(kc, "DYNAMIC_SMEM", {VERIFY: SMEM_LIMIT_BYTES + 1, COMBINE: 0})

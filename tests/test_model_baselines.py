@@ -1,7 +1,8 @@
 """CI gate: the kernel's exact counters and modeled times against the committed model baselines.
 
 A kernel change that adds DRAM or L2 traffic, bank conflicts or waves, or slows the modeled time past the
-tolerance, fails `make test` on a CPU-only machine unless the same commit updates
+tolerance, fails CI on a CPU-only machine (`make test-slow`: every case of two suites, counted and
+modeled) unless the same commit updates
 `baselines/model-<gpu>/<suite>.json` (`ddbench baseline update SUITE --model GPU`).
 """
 
@@ -37,6 +38,7 @@ def test_model_baselines_are_committed_for_the_target_gpus():
         assert {(gpu, "smoke"), (gpu, "kernel-parity")} <= names
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="registers per thread come from nvcc's ptxas")
 @pytest.mark.parametrize("baseline", BASELINES, ids=[f"{p.parent.name}/{p.stem}" for p in BASELINES])
 def test_the_kernel_does_not_regress_against_its_model_baseline(baseline):
@@ -50,6 +52,7 @@ def test_the_kernel_does_not_regress_against_its_model_baseline(baseline):
         assert " cases clean (racecheck, memcheck)" in result.output
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="registers per thread come from nvcc's ptxas")
 def test_the_gate_fails_when_the_kernel_reads_more_than_its_baseline(tmp_path):
     source = ROOT / "baselines" / "model-rtx-pro-6000" / "smoke.json"

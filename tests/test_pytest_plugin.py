@@ -82,6 +82,7 @@ def pytest_run(workdir: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_benchmarks_save_and_compare(workdir):
     storage = f"file://{workdir / 'store'}"
     common = ["--ddbench-suite", "suite.json", "--ddbench-backends", "reference,reference-fp64"]
@@ -163,6 +164,7 @@ def test_a_backend_no_bound_judges_stops_pytest_with_exit_2(workdir):
     assert judged.returncode == 1 and "2 failed, 4 passed" in judged.stdout, judged.stdout
 
 
+@pytest.mark.slow
 def test_xdist_spreads_the_suite_and_merges_one_results_file(workdir):
     out = workdir / "parity.json"
     args = ["-n", "2", "--ddbench-suite", "suite.json", "--ddbench-backends", "reference,reference-fp64"]

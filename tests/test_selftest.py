@@ -29,6 +29,7 @@ def smoke(tmp_path_factory) -> dict:
     return {"result": result, "report": json.loads(json_path.read_text()), "markdown": md_path.read_text()}
 
 
+@pytest.mark.slow
 def test_every_mutant_is_caught_and_diagnosed_on_the_smoke_suite(smoke):
     result, report = smoke["result"], smoke["report"]
     assert result.exit_code == 0, result.output
@@ -43,12 +44,14 @@ def test_every_mutant_is_caught_and_diagnosed_on_the_smoke_suite(smoke):
     assert report["case_diagnosis_rate"] > 0.9
 
 
+@pytest.mark.slow
 def test_reference_mutants_are_named_wherever_they_are_caught(smoke):
     for m in smoke["report"]["mutants"]:
         if m["kind"] == "mutant":
             assert m["diagnosed"] == m["caught"], m["name"]
 
 
+@pytest.mark.slow
 def test_controls_pass_and_match_the_reference(smoke):
     controls = smoke["report"]["controls"]
     assert [c["name"] for c in controls] == [
@@ -64,6 +67,7 @@ def test_controls_pass_and_match_the_reference(smoke):
         assert c["max_abs_gain"] <= 0.1, c["name"]  # correct kernels carry no bias the gain figure sees
 
 
+@pytest.mark.slow
 def test_the_small_channel_mistake_is_caught_by_the_channel_figure_alone(smoke):
     """Row-scaled limits miss an error confined to a row's small channels; max_channel_ulp alone fails it."""
     m = next(m for m in smoke["report"]["mutants"] if m["name"] == "mutant:row-shared-exponent")
@@ -74,6 +78,7 @@ def test_the_small_channel_mistake_is_caught_by_the_channel_figure_alone(smoke):
         assert figures and set(figures) == {"max_channel_ulp"}, o["reasons"]
 
 
+@pytest.mark.slow
 def test_outcomes_say_why(smoke):
     m = next(m for m in smoke["report"]["mutants"] if m["name"] == "mutant-emu:mask-stride")
     caught = [o for o in m["outcomes"] if o["caught"]]
@@ -83,6 +88,7 @@ def test_outcomes_say_why(smoke):
     assert not any(o["caught"] for o in invisible)
 
 
+@pytest.mark.slow
 def test_terminal_and_markdown_tables(smoke):
     out = smoke["result"].stdout
     assert "mutation self-test" in out and "mutant-emu:draft-missing" in out
