@@ -32,7 +32,7 @@ from ddbench.model.profile import (
     stage_rows,
     table_rows,
 )
-from ddbench.model.profile_plot import profile_png
+from ddbench.report.profile_plot import profile_png
 from ddbench.runner.emulated_counters import would_be_sampled
 from ddbench.runner.model_plan_sweep import PlanSweep, sweep_plans
 from ddbench.runner.model_profiles import calibration_of, model_cases
