@@ -448,6 +448,7 @@ def test_a_missing_build_is_a_refusal_naming_the_command(monkeypatch, tmp_path):
         cuda_build.load_cuda_extension.__wrapped__(build=False)
 
 
+@pytest.mark.slow
 def test_apply_install_hook_arms_a_fresh_interpreter_through_the_pth_file(tmp_path, monkeypatch):
     import subprocess
     import sys
