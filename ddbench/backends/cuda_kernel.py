@@ -137,9 +137,8 @@ class CudaKernelBackend:
         # one wave must stay one.
         clusters = device.major >= 9
         forced = self.forced
-        planned_clusters = (
-            clusters and forced.ctas is None and forced.cluster != 1
-        )  # else the plan forms none
+        # a forced CTA count or cluster of 1 forms no clusters, so the driver need not be asked
+        planned_clusters = clusters and forced.ctas is None and forced.cluster != 1
         options = forced.but(
             sm_count=device.multi_processor_count,
             dram_pace=dram_pace_of(device.name),
