@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ddbench.counters import LaunchCounters, parse_counters
 from ddbench.kernel.build import build_emulation_library, find_kernels_dir
-from ddbench.kernel.counters import LaunchCounters, parse_counters
 from ddbench.kernel.sanitizer import SanitizerReport, parse_sanitizer_report
 
 PROBES = find_kernels_dir() / "emu" / "probes.cpp"

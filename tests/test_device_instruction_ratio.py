@@ -8,6 +8,7 @@ import zipfile
 
 import pytest
 
+from ddbench.counters import LaunchCounters
 from ddbench.device.instruction_ratio import (
     ModeledLaunch,
     NcuLaunch,
@@ -21,6 +22,7 @@ from ddbench.device.instruction_ratio import (
     source_pages,
 )
 from ddbench.errors import InputError
+from ddbench.model.derived_counters import cta_shape, derived_kernel, phase
 
 HEADER = ["ID", "Kernel Name", "launch__grid_size", "smsp__inst_executed.sum", "gpu__time_duration.sum"]
 
@@ -31,21 +33,22 @@ def raw_csv(*launches: tuple[str, str, str]) -> str:
     return "\n".join(",".join(f'"{cell}"' for cell in line) for line in lines) + "\n"
 
 
-def counters(*kernels: tuple[str, int, list[tuple[int, list[int]]]]) -> dict:
+def counters(*kernels: tuple[str, int, list[tuple[int, list[int]]]]) -> LaunchCounters:
     """kernels: (name, ctas, [(shape count, [warp instructions of each phase])])."""
-    return {
-        "kernels": [
-            {
-                "name": name,
-                "ctas": ctas,
-                "cta_shapes": [
-                    {"count": count, "phases": [{"warp_instructions": w} for w in phases]}
-                    for count, phases in shapes
-                ],
-            }
+    return LaunchCounters(
+        tuple(
+            derived_kernel(
+                name,
+                (ctas, 1, 1),
+                256,
+                0,
+                [cta_shape(count, [phase(instructions=w) for w in phases], 0) for count, phases in shapes],
+                0,
+                0,
+            )
             for name, ctas, shapes in kernels
-        ]
-    }
+        )
+    )
 
 
 def test_the_raw_page_gives_each_ddbench_launch_in_order_and_skips_others():
@@ -70,7 +73,7 @@ def test_a_page_without_the_instruction_count_names_the_file_and_the_column():
 
 def test_a_launchs_counted_instructions_are_every_shapes_phases_times_its_ctas():
     doc = counters(("verify", 5, [(3, [10, 20]), (2, [7])]))
-    assert counted_instructions(doc["kernels"][0]) == 3 * 30 + 2 * 7
+    assert counted_instructions(doc.kernels[0]) == 3 * 30 + 2 * 7
 
 
 def test_launches_pair_in_order_and_each_kernel_is_summarised():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from emu_traced import COUNT, ERR_LEN, SANITIZE, aligned, build_probes, site_line
 
-from ddbench.kernel.counters import parse_counters
+from ddbench.counters import parse_counters
 from ddbench.kernel.sanitizer import parse_sanitizer_report
 
 THREADS = 64

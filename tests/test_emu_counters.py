@@ -21,10 +21,10 @@ from emu_traced import (
 )
 
 from ddbench.backends.cuda_emu import CudaEmuBackend
+from ddbench.counters import load_counters, parse_counters
 from ddbench.errors import InputError
 from ddbench.explain.mutants import get_mutant
 from ddbench.inputs import generate_inputs
-from ddbench.kernel.counters import load_counters, parse_counters
 from ddbench.kernel.footprint import verify_unique_sectors
 from ddbench.kernel.work_split import cta_segments, request_extents
 from ddbench.model.floor import CaseShape
@@ -366,9 +366,9 @@ def test_the_tiling_counters_count_what_the_emulation_counts(fields, emu):
     case = small_case(**fields)
     x = generate_inputs(case)
     assert emu.marshaled_launch(x).plan.whole_row_tiles > 0
-    derived = tiling_counters(CaseShape.of(case))["kernels"][0]
+    derived = tiling_counters(CaseShape.of(case)).kernels[0]
     counted = emu.run_traced(x, counters=True).counters.kernel("verify")
-    assert (derived["ctas"], derived["totals"]["barriers"], derived["totals"]["mma"]) == (
+    assert (derived.ctas, derived.totals.barriers, derived.totals.mma) == (
         counted.ctas,
         counted.totals.barriers,
         counted.totals.mma,

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from ddbench.cli.main import cli
+from ddbench.counters import parse_counters
 from ddbench.errors import InputError
 from ddbench.gpus import RTX_PRO_6000
 from ddbench.inputs.suite_file import load_suite_file
@@ -43,10 +44,10 @@ def test_the_same_counters_show_no_regression():
 def test_new_bank_conflicts_and_extra_dram_bytes_are_regressions():
     shape = CaseShape((4096,), 9, 8)
     base = baseline_document([_profile(shape)], "rtx-pro-6000", UNCALIBRATED.label)
-    worse = tiling_counters(shape)
+    worse = tiling_counters(shape).to_json()
     worse["kernels"][0]["totals"]["shared"]["bank_conflicts"] += 1
     worse["kernels"][0]["totals"]["global"]["unique_sectors"] += 1
-    found, _ = _compare(_profile(shape, worse), base)
+    found, _ = _compare(_profile(shape, parse_counters(worse)), base)
     assert [line.split(": ")[1].split()[0] for line in found] == ["unique_dram_bytes", "bank_conflicts"]
 
 
@@ -95,7 +96,7 @@ def test_a_bad_baseline_names_the_file(doc, where):
 
 def test_the_cli_writes_a_baseline_and_fails_on_a_regression(tmp_path):
     cases = select_cases([load_suite_file(SMOKE)], PICK)
-    counters = {c.id: tiling_counters(CaseShape.of(c)) for c in cases}
+    counters = {c.id: tiling_counters(CaseShape.of(c)).to_json() for c in cases}
     (tmp_path / "c.json").write_text(json.dumps(counters))
     regs = [{"arch": "sm_120", "kernels": [{"name": "verify_attention_kernel", "registers": 167}]}]
     (tmp_path / "r.json").write_text(json.dumps(regs))

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from ddbench.cli.main import cli
+from ddbench.counters import parse_counters
 from ddbench.gpus import GPUS, RTX_PRO_6000
 from ddbench.inputs.suite_file import load_suite_file
 from ddbench.model.calibration import UNCALIBRATED
@@ -126,10 +127,10 @@ def _profile(shape, counters=None, case_id="c"):
 def test_slack_on_bytes_and_conflicts_is_absolute_and_exact():
     shape = CaseShape((4096,), 9, 8)
     base = baseline_document([_profile(shape)], "rtx-pro-6000", UNCALIBRATED.label)
-    worse = tiling_counters(shape)
+    worse = tiling_counters(shape).to_json()
     worse["kernels"][0]["totals"]["shared"]["bank_conflicts"] += 5
     worse["kernels"][0]["totals"]["global"]["unique_sectors"] += 2  # 64 bytes
-    profile = _profile(shape, worse)
+    profile = _profile(shape, parse_counters(worse))
 
     def found(tolerances):
         loose = Tolerances(modeled_us_rel=1)
@@ -149,7 +150,7 @@ def test_profile_judges_a_case_by_its_budget_not_the_command_line(tmp_path):
         tmp_path, '{"gpu": "rtx-pro-6000", "max_new_bank_conflicts": 8, "max_modeled_regression": 0.5}'
     )
     (case,) = load_suite_file(suite).cases
-    counters = {case.id: tiling_counters(CaseShape.of(case))}
+    counters = {case.id: tiling_counters(CaseShape.of(case)).to_json()}
     regs = [{"arch": "sm_120", "kernels": [{"name": "verify_attention_kernel", "registers": 167}]}]
     (tmp_path / "r.json").write_text(json.dumps(regs))
     common = [

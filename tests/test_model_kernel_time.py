@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from ddbench.counters import parse_counters
 from ddbench.errors import InputError
 from ddbench.gpus import RTX_PRO_6000
 from ddbench.model.calibration import Calibration
@@ -53,7 +54,7 @@ def kernel(ctas, phases, *, sectors=0, unique=None, in_flight=(), smem=90_112, t
 
 def launch(*kernels, registers=None, **kw):
     regs = {"verify": 167} if registers is None else registers
-    return model_launch({"kernels": list(kernels)}, GPU, regs, **kw)
+    return model_launch(parse_counters({"kernels": list(kernels)}), GPU, regs, **kw)
 
 
 def test_a_tensor_bound_wave_takes_mma_count_over_the_rate():
@@ -74,14 +75,13 @@ def test_shared_wavefronts_and_issue_bind_by_their_own_rates():
 def test_without_a_sass_map_each_counted_primitive_issues_its_kernels_measured_share():
     """ncu saw ~4.6 SASS instructions per counted primitive in the verify kernel, ~11 in the combine: the
     emulation does not see index arithmetic, softmax or loop control. Triton's model has its own count."""
-    from ddbench.model.counters_input import parse_counters
     from ddbench.model.warp_instructions import with_issue_count
 
     kernels = parse_counters(
         {"kernels": [kernel(1, [phase(instructions=10)], name=n) for n in ("verify", "combine", "other")]}
-    )
+    ).kernels
     counted = [with_issue_count(k, GPU, None) for k in kernels]
-    assert [k.shapes[0].phases[0].warp_instructions for k, _ in counted] == [
+    assert [k.cta_shapes[0].phases[0].warp_instructions for k, _ in counted] == [
         round(10 * GPU.verify_instructions_per_counted),
         round(10 * GPU.combine_instructions_per_counted),
         10,
@@ -266,7 +266,7 @@ def test_wavefronts_per_instruction_and_conflicts_come_through():
 @pytest.mark.parametrize(
     ("edit", "where"),
     [
-        (lambda k: k.pop("ctas"), "kernels[0]: missing field 'ctas'"),
+        (lambda k: k.pop("ctas"), "kernels[0].ctas: missing"),
         (lambda k: k.update(ctas=-1), "kernels[0].ctas"),
         (lambda k: k.update(ctas=3), "kernels[0].cta_shapes"),
         (
@@ -281,15 +281,15 @@ def test_bad_counters_name_the_source_and_the_field(edit, where):
     doc = kernel(188, [phase(mma=10)])
     edit(doc)
     with pytest.raises(InputError) as err:
-        model_launch({"kernels": [doc]}, GPU, None, source="c.json")
+        model_launch(parse_counters({"kernels": [doc]}, "c.json"), GPU, None)
     assert err.value.message.startswith("c.json: ") and where in err.value.message
 
 
 def test_a_document_without_kernels_is_refused():
     with pytest.raises(InputError, match="'kernels' list"):
-        model_launch({"kernel": []}, GPU, None)
+        parse_counters({"kernel": []})
     with pytest.raises(InputError):
-        model_launch([], GPU, None)
+        parse_counters([])
 
 
 def test_many_ctas_schedule_quickly_and_exactly():

@@ -23,7 +23,7 @@ PICK = "ddtree and p21"
 def inputs(tmp_path):
     cases = select_cases([load_suite_file(SMOKE)], PICK)
     assert len(cases) >= 2
-    counters = {c.id: tiling_counters(CaseShape.of(c)) for c in cases}
+    counters = {c.id: tiling_counters(CaseShape.of(c)).to_json() for c in cases}
     (tmp_path / "counters.json").write_text(json.dumps(counters))
     report = [
         {
@@ -211,7 +211,7 @@ def test_bad_counters_name_the_field(inputs):
     (tmp / "counters.json").write_text(json.dumps(doc))
     result = _run("--counters", str(tmp / "counters.json"), "--registers", str(tmp / "regs.json"))
     assert result.exit_code == 2
-    assert f"counters of {cases[0].id}: kernels[0]: missing field 'ctas'" in result.output
+    assert f"[{cases[0].id!r}].kernels[0].ctas: missing" in result.output
 
 
 def test_an_unwritable_output_is_refused_before_any_work(inputs, tmp_path):

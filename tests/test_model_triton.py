@@ -22,7 +22,7 @@ from ddbench.model.triton_model import model_triton, triton_blocks, triton_count
 )
 def test_the_grid_is_batch_by_heads_by_query_tiles(shape, grid):
     assert triton_grid(shape, triton_blocks("sm_120")) == grid
-    assert triton_counters(shape, triton_blocks("sm_120"))["ctas"] == grid[0] * grid[1] * grid[2]
+    assert triton_counters(shape, triton_blocks("sm_120")).ctas == grid[0] * grid[1] * grid[2]
 
 
 def test_sglang_picks_32_by_32_on_sm_120_and_32_by_64_on_sm_90():
@@ -41,12 +41,12 @@ def test_every_program_streams_its_prefix_then_its_draft_keys_and_dram_sees_them
         + draft_tiles * 9 * 32  # each draft tile's mask bytes, a row per draft token
         + 9 * (1152 + 1024)
     )
-    assert doc["totals"]["global"]["sectors"] == 8 * per_program // 32
+    assert doc.sectors == 8 * per_program // 32
     side = 4096 * 8 + 9 * 9  # the slots and the draft mask, read once
-    assert doc["totals"]["global"]["unique_sectors"] == (shape.compulsory_bytes + side) // 32
-    phases = doc["cta_shapes"][0]["phases"]
+    assert doc.unique_sectors == (shape.compulsory_bytes + side) // 32
+    phases = doc.cta_shapes[0].phases
     assert len(phases) == 1 + 5 * (prefix_tiles + draft_tiles)  # offsets; per tile slots/mask, K, S, V, PV
-    loads = [p["global_bytes"] for p in phases if p["global_bytes"]]
+    loads = [p.global_bytes for p in phases if p.global_bytes]
     assert loads[:4] == [24, 32 * 8, 32 * 1152, 32 * 1024]  # each waits for the one before it
     assert loads[-3:] == [9 * 32, 32 * 1152, 32 * 1024]  # the draft tile: its mask decides the K load
 
@@ -54,9 +54,9 @@ def test_every_program_streams_its_prefix_then_its_draft_keys_and_dram_sees_them
 def test_a_short_prefix_pays_a_round_trip_per_dependent_load():
     """Prefix 21, q_len 9: one prefix tile and one draft tile, seven round trips in a row (no prefetch)."""
     doc = triton_counters(CaseShape((21,), 9, 8), triton_blocks("sm_120"))
-    phases = doc["cta_shapes"][0]["phases"]
-    assert sum(1 for p in phases if p["global_bytes"]) == 7
-    assert sum(p["mma"] for p in phases) == 2 * (32 * 32 * (576 + 512) * 2 // 4096)
+    phases = doc.cta_shapes[0].phases
+    assert sum(1 for p in phases if p.global_bytes) == 7
+    assert sum(p.mma for p in phases) == 2 * (32 * 32 * (576 + 512) * 2 // 4096)
 
 
 def test_one_program_per_sm_from_its_shared_memory():

@@ -94,8 +94,8 @@ def test_the_floor_counts_each_request_with_its_own_q_len():
 def test_the_triton_model_lets_a_short_request_s_extra_row_blocks_return_at_once():
     """SGLang's grid is sized by the longest q_len: a 1-token request's two other row blocks do nothing."""
     doc = triton_counters(CaseShape((64, 64), 65, 2, q_lens=(65, 1)), triton_blocks("sm_120"))
-    assert doc["grid"] == [2, 2, 3]
-    by_count = sorted((s["count"], len(s["phases"])) for s in doc["cta_shapes"])
+    assert doc.grid == (2, 2, 3)
+    by_count = sorted((s.count, len(s.phases)) for s in doc.cta_shapes)
     # request 1: 2 prefix tiles and 1 draft tile; idle (its offsets, then it returns); request 0: 2 prefix
     # tiles, 3 draft tiles (3 blocks)
     assert by_count == [(2, 1 + 5 * 3), (2, 1 + 5 * 5), (4, 1), (4, 1 + 5 * 5)]

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from ddbench.counters import parse_counters
 from ddbench.errors import InputError
 from ddbench.gpus import gpu_spec
 from ddbench.kernel.sass_map import DIVERGES, ENDS, EXACT, Anchor, Block, KernelSass, parse_sass
-from ddbench.model.counters_input import parse_counters
 from ddbench.model.sass_count import UNPINNED_LOOP_TRIPS, count_cta
 from ddbench.model.warp_instructions import with_issue_count
 
@@ -220,11 +220,11 @@ def counters_with(sites: dict | None, instructions: int = 10) -> dict:
 def test_the_issue_term_counts_the_sass_where_a_map_and_sites_are_given_else_the_ratio():
     gpu = gpu_spec("rtx-pro-6000")
     sass = {"verify": kernel_of(Block(40, (), ENDS, (mma(1),)))}
-    (kernel,) = parse_counters(counters_with({"k.cuh:1": {"mma": 2}}))
+    (kernel,) = parse_counters(counters_with({"k.cuh:1": {"mma": 2}})).kernels
     scaled, issue = with_issue_count(kernel, gpu, sass)
     assert issue.method == "sass" and issue.likely == approx(2 * 2 * 40)  # 2 CTAs x 2 warps x 40
-    assert scaled.shapes[0].phases[0].warp_instructions == 80  # this CTA shape's 10 counted -> 80 issued
-    (old,) = parse_counters(counters_with(None))
+    assert scaled.cta_shapes[0].phases[0].warp_instructions == 80  # this CTA shape's 10 counted -> 80 issued
+    (old,) = parse_counters(counters_with(None)).kernels
     _, issue = with_issue_count(old, gpu, sass)
     assert issue.method == "ratio" and issue.likely == approx(20 * gpu.verify_instructions_per_counted)
 
@@ -237,7 +237,7 @@ def test_a_flow_that_cannot_be_solved_falls_back_to_the_ratio_and_says_why(monke
 
     monkeypatch.setattr(wi, "count_cta", unsolvable)
     monkeypatch.setattr(wi, "_SOLVED", {})
-    (kernel,) = parse_counters(counters_with({"k.cuh:1": {"mma": 2}}))
+    (kernel,) = parse_counters(counters_with({"k.cuh:1": {"mma": 2}})).kernels
     _, issue = with_issue_count(kernel, gpu_spec("h200"), {"verify": kernel_of(Block(4, (), ENDS))})
     assert issue.method == "ratio" and "infeasible" in issue.why
 

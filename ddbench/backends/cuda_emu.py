@@ -14,9 +14,9 @@ from pathlib import Path
 import torch
 
 from ddbench.backends.protocol import Availability, Capabilities, Launch
+from ddbench.counters import LaunchCounters, parse_counters
 from ddbench.inputs.layout import TENSOR_FIELDS, VerifyInputs
 from ddbench.kernel.build import KernelBuildError, build_emulation_library, find_kernels_dir
-from ddbench.kernel.counters import LaunchCounters, parse_counters
 from ddbench.kernel.launch import PreparedLaunch, prepare_launch
 from ddbench.kernel.marshal import marshal_into
 from ddbench.kernel.plan import DEFAULT_DRAM_PACE, DEFAULT_MAX_CLUSTERS, DEFAULT_SM_COUNT, PlanOptions

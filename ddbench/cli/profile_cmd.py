@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.markup import escape
@@ -18,6 +17,7 @@ from rich.table import Table
 
 from ddbench.atomic import check_writable, write_atomic, write_json_atomic
 from ddbench.cli.common import load_suites, require_cases, select_cases, stdout
+from ddbench.counters import LaunchCounters, parse_counters
 from ddbench.errors import InputError
 from ddbench.gpus import GPUS, gpu_spec
 from ddbench.kernel.build import find_kernels_dir
@@ -40,14 +40,14 @@ from ddbench.suite.load import read_json
 from ddbench.suite.model import Case
 
 
-def _counters_from_file(path: str, cases: list[Case]) -> dict[str, Mapping[str, Any]]:
+def _counters_from_file(path: str, cases: list[Case]) -> dict[str, LaunchCounters]:
     doc = read_json(Path(path), what="counters file")
     if not isinstance(doc, Mapping):
         raise InputError("must be an object of case ID -> counters document", file=path)
     missing = [c.id for c in cases if c.id not in doc]
     if missing:
         raise InputError(f"no counters for {len(missing)} selected case(s), first {missing[0]!r}", file=path)
-    return {c.id: doc[c.id] for c in cases}
+    return {c.id: parse_counters(doc[c.id], path, at=f"[{c.id!r}]") for c in cases}
 
 
 def _print_table(rows: list[dict[str, str]], title: str) -> None:

@@ -48,7 +48,8 @@ def calibrate(
     cases = [c for _, c in latency_cases() if c.id in measured]
     if not cases:
         return {"ok": False, "error": "no case has a measured cuda time to calibrate with"}
-    counters = {c.id: emulated_counters(c, gpu, sanitize=False) for c in cases}  # counted once, refitted
+    # counted once, refitted many times
+    counters = {c.id: emulated_counters(c, gpu, sanitize=False).counters for c in cases}
     registers = registers_of(gpu.arch)
 
     def profiles(spec: GpuSpec) -> list[CaseProfile]:

@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from ddbench.atomic import write_json_atomic
+from ddbench.counters import KernelCounters, LaunchCounters
 from ddbench.device.cases import suite_cases
 from ddbench.device.plan_sweep import SWEEP_SUITE
 from ddbench.errors import InputError
 from ddbench.gpus import gpu_key_of_device, gpu_spec
 from ddbench.kernel.cuda_build import kernel_sources_hash
-from ddbench.model.counters_input import parse_kernel
 from ddbench.model.warp_instructions import with_issue_count
 from ddbench.runner.emulated_counters import emulated_counters
 from ddbench.runner.model_profiles import sass_of
@@ -180,37 +180,36 @@ def block_error(blocks: Sequence[tuple[int, float]], executed: Sequence[int]) ->
     return off / sum(executed)
 
 
-def counted_instructions(kernel: Mapping[str, Any]) -> int:
+def counted_instructions(kernel: KernelCounters) -> int:
     """The warp instructions the emulation counted in one kernel launch: every CTA shape's phases, times the
     CTAs of that shape (a sampled run counts one CTA a shape for all of them)."""
     return sum(
-        shape["count"] * sum(phase["warp_instructions"] for phase in shape["phases"])
-        for shape in kernel["cta_shapes"]
+        shape.count * sum(phase.warp_instructions for phase in shape.phases) for shape in kernel.cta_shapes
     )
 
 
 def launch_ratios(
-    counted: Sequence[tuple[str, Mapping[str, Any]]],
+    counted: Sequence[tuple[str, LaunchCounters]],
     launches: Sequence[NcuLaunch],
-    modeled: Callable[[Mapping[str, Any]], ModeledLaunch | None] = lambda kernel: None,
+    modeled: Callable[[KernelCounters], ModeledLaunch | None] = lambda kernel: None,
     executed: Sequence[tuple[int, ...]] = (),
 ) -> list[LaunchRatio]:
-    """Pair each case's counted launches (its counters document, kernels in launch order) with ncu's, in
+    """Pair each case's counted launches (its counters, kernels in launch order) with ncu's, in
     order; a kernel or grid that differs means another kernel or plan ran than this tree's, and is refused.
     `modeled(kernel)`: the model's SASS count of a launch, or None; `executed`: each launch's source page
     (source_pages), where the export has one."""
     ratios = []
     at = 0
-    for case, document in counted:
-        for kernel in document["kernels"]:
+    for case, launch in counted:
+        for kernel in launch.kernels:
             if at >= len(launches):
                 raise InputError(f"ncu has {len(launches)} launches; {case} needs more", file=RAW_CSV)
             ncu = launches[at]
             at += 1
-            if (ncu.kernel, ncu.ctas) != (kernel["name"], kernel["ctas"]):
+            if (ncu.kernel, ncu.ctas) != (kernel.name, kernel.ctas):
                 raise InputError(
                     f"launch {at} is {ncu.kernel} on {ncu.ctas} CTAs, the emulation's {case} launches "
-                    f"{kernel['name']} on {kernel['ctas']}: another kernel or plan ran than this tree's",
+                    f"{kernel.name} on {kernel.ctas}: another kernel or plan ran than this tree's",
                     file=RAW_CSV,
                 )
             count = counted_instructions(kernel)
@@ -287,14 +286,14 @@ def measure(report: Mapping[str, Any], csv_text: str, source_text: str | None = 
     pages = ncu_source_counts(source_text, SOURCE_CSV) if source_text is not None else []
     executed = source_pages(pages, launches, SOURCE_CSV) if source_text is not None else []
     gpu = gpu_spec(key)
-    counted = [(c.id, emulated_counters(c, gpu, sanitize=False)) for c in cases]
+    counted = [(c.id, emulated_counters(c, gpu, sanitize=False).counters) for c in cases]
     sass = sass_of(gpu.arch)
 
-    def modeled(kernel: Mapping[str, Any]) -> ModeledLaunch | None:
-        _, issue = with_issue_count(parse_kernel(kernel, kernel["name"]), gpu, sass)
+    def modeled(kernel: KernelCounters) -> ModeledLaunch | None:
+        _, issue = with_issue_count(kernel, gpu, sass)
         if issue.method != "sass" or sass is None:
             return None
-        sizes = [b.instructions for b in sass[kernel["name"]].blocks]
+        sizes = [b.instructions for b in sass[kernel.name].blocks]
         return ModeledLaunch(issue.likely, tuple(zip(sizes, issue.block_runs, strict=True)))
 
     ratios = launch_ratios(counted, launches, modeled, executed)

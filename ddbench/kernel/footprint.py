@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from ddbench.counters import SECTOR_BYTES
 from ddbench.inputs.footprint import FP32_BYTES as FP32
 from ddbench.kernel.launch import PreparedLaunch
 from ddbench.kernel.plan import PART_QUARTERS
@@ -27,7 +28,6 @@ from ddbench.kernel.work_split import (
 from ddbench.mla import HEAD_DIM_V, KV_ROW_BYTES
 
 FP16 = 2
-SECTOR = 32  # bytes (ddbench.model.counters_input.SECTOR_BYTES sits in a higher layer)
 
 
 def _sectors(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -36,8 +36,8 @@ def _sectors(starts: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     starts, lengths = starts[keep], lengths[keep]
     if starts.numel() == 0:
         return torch.empty(0, dtype=torch.int64)
-    first = starts // SECTOR
-    count = (starts + lengths - 1) // SECTOR - first + 1
+    first = starts // SECTOR_BYTES
+    count = (starts + lengths - 1) // SECTOR_BYTES - first + 1
     offsets = torch.repeat_interleave(count.cumsum(0) - count, count)
     return torch.repeat_interleave(first, count) + torch.arange(int(count.sum())) - offsets
 

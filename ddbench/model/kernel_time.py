@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddbench.counters import CtaShape, KernelCounters, LaunchCounters, PhaseCounters
 from ddbench.gpus import GpuSpec
 from ddbench.kernel.sass_map import KernelSass
 from ddbench.model.calibration import UNCALIBRATED, Calibration
-from ddbench.model.counters_input import CtaShape, KernelCounters, Phase, parse_counters
 from ddbench.model.occupancy import Occupancy, occupancy, tail_ctas, waves
 from ddbench.model.warp_instructions import IssueCount, with_issue_count
 
@@ -136,7 +136,9 @@ class LaunchModel:
         }
 
 
-def _cluster_cycles(phase: Phase, gpu: GpuSpec, sync_in_flight: float, hidden: float) -> tuple[str, float]:
+def _cluster_cycles(
+    phase: PhaseCounters, gpu: GpuSpec, sync_in_flight: float, hidden: float
+) -> tuple[str, float]:
     """What a phase of a cluster's merge adds, never overlapped: its reads of other CTAs' shared memory (over
     the SM's network share, or their round trips: the bytes over what the CTA keeps in flight, plus the round
     of the LSEs that come first) and the cluster barrier that ends it, less the `hidden` cycles the CTA worked
@@ -271,7 +273,7 @@ def model_kernel(kernel: KernelCounters, gpu: GpuSpec, registers: int | None) ->
     sync_in = kernel.threads_per_cta * SYNC_BYTES_IN_FLIGHT_PER_THREAD
     ctas = [
         _cta_time(s, gpu, sharing, latency_cycles, s.bytes_in_flight or in_flight, pipelined, sync_in)
-        for s in kernel.shapes
+        for s in kernel.cta_shapes
     ]
     slowest = max(ctas, key=lambda c: c.cycles, default=None)
     stages = slowest.by_stage if slowest else {}
@@ -315,16 +317,15 @@ def model_kernel(kernel: KernelCounters, gpu: GpuSpec, registers: int | None) ->
 
 
 def model_launch(
-    counters: Mapping[str, Any],
+    counters: LaunchCounters,
     gpu: GpuSpec,
     registers: Mapping[str, int] | None,
     *,
     calibration: Calibration = UNCALIBRATED,
     launch_mode: str = "stream",
-    source: str = "counters",
     sass: Mapping[str, KernelSass] | None = None,
 ) -> LaunchModel:
-    """The modeled time of one launch (every kernel of it) from the emulation's counters document.
+    """The modeled time of one launch (every kernel of it) from the emulation's counters.
 
     `registers` maps a kernel name to its registers per thread (ptxas, for `gpu.arch`); a kernel missing from
     it is modeled without a register limit, and the model's notes say so. `sass`: the kernels' SASS maps for
@@ -333,10 +334,9 @@ def model_launch(
     if launch_mode not in LAUNCH_MODES:
         raise ValueError(f"launch_mode must be one of {LAUNCH_MODES}, not {launch_mode!r}")
     gpu = calibration.apply(gpu)
-    kernels = parse_counters(counters, source)
     notes = []
     models = []
-    for kernel in kernels:
+    for kernel in counters.kernels:
         regs = (registers or {}).get(kernel.name)
         if regs is None:
             notes.append(f"{kernel.name}: registers per thread unknown, occupancy ignores them")

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ddbench.counters import LaunchCounters
 from ddbench.gpus import GpuSpec
 from ddbench.kernel.sass_map import KernelSass
 from ddbench.model.calibration import Calibration
@@ -66,7 +67,7 @@ class CaseProfile:
 def profile_case(
     case_id: str,
     shape: CaseShape,
-    counters: Mapping[str, Any],
+    counters: LaunchCounters,
     gpu: GpuSpec,
     registers: Mapping[str, int] | None,
     calibration: Calibration,
@@ -79,7 +80,6 @@ def profile_case(
         registers,
         calibration=calibration,
         launch_mode=launch_mode,
-        source=f"counters of {case_id}",
         sass=sass,
     )
     spec = calibration.apply(gpu)

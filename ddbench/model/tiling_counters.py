@@ -9,9 +9,10 @@ them, a swizzled partial-S buffer: 64-bit accesses at 2 wavefronts) and estimate
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
-from typing import Any
 
+from ddbench.counters import SECTOR_BYTES, LaunchCounters, PhaseCounters
 from ddbench.kernel.plan import (
     BLOCK_N,
     DEFAULT_DRAM_PACE,
@@ -25,7 +26,7 @@ from ddbench.kernel.plan import (
 )
 from ddbench.kernel.work_split import cta_segments, request_extents
 from ddbench.mla import KV_ROW_BYTES
-from ddbench.model.counters_input import SECTOR_BYTES
+from ddbench.model.derived_counters import cta_shape, derived_kernel, phase
 from ddbench.model.floor import OUT_ROW_BYTES, Q_ROW_BYTES, CaseShape
 
 TILE_BYTES = KV_TILE_BYTES  # 36,864: one tile of keys
@@ -42,18 +43,6 @@ LDMATRIX_Q = 9  # per warp and segment: its 16 rows x 144 dims of Q
 REDUCE_128 = 4  # wavefronts per 128-bit partial-S access: conflict-free in the swizzled layout
 
 
-def _phase(
-    mma: int = 0, wavefronts: int = 0, global_bytes: int = 0, shuffles: int = 0, instructions: int = 0
-):
-    return {
-        "mma": mma,
-        "shared_wavefronts": wavefronts,
-        "global_bytes": global_bytes,
-        "shuffles": shuffles,
-        "warp_instructions": instructions,
-    }
-
-
 def cp_async_per_tile(threads: int) -> int:
     """Warp-wide cp.async.16 of one tile as load_tile issues them: thread t < 72n (n = threads / 72) copies
     chunk t % 72 of keys t / 72, + n, ...; a warp issues as many as its busiest lane (75 at 256 threads, 77
@@ -66,17 +55,17 @@ def cp_async_per_tile(threads: int) -> int:
     )
 
 
-def _segment_phases(plan: LaunchPlan, tiles: int, rows: int, whole: bool) -> list[dict[str, int]]:
+def _segment_phases(plan: LaunchPlan, tiles: int, rows: int, whole: bool) -> list[PhaseCounters]:
     warps = plan.threads // 32
     q_wavefronts = plan.block_m * Q_ROW_BYTES // 128
     out_bytes = rows * (OUT_ROW_BYTES if whole else PART_ROW_BYTES)
     phases = [
-        _phase(
+        phase(
             wavefronts=q_wavefronts + TILE_WAVEFRONTS,
             global_bytes=rows * Q_ROW_BYTES + TILE_BYTES,
             instructions=warps * 60,
         ),
-        _phase(wavefronts=4 * warps * LDMATRIX_Q, instructions=warps * 40),
+        phase(wavefronts=4 * warps * LDMATRIX_Q, instructions=warps * 40),
     ]
     copies = cp_async_per_tile(plan.threads)
     for tile in range(tiles):
@@ -84,25 +73,27 @@ def _segment_phases(plan: LaunchPlan, tiles: int, rows: int, whole: bool) -> lis
         # this tile's scores: two barriers a tile
         prefetch = tile + 1 < tiles
         phases += [
-            _phase(
+            phase(
                 mma=warps * MMA_S,
                 wavefronts=warps * (4 * LDMATRIX_S + REDUCE_128 * PARTIAL_STORES)
                 + (TILE_WAVEFRONTS + copies if prefetch else 0),
                 global_bytes=TILE_BYTES if prefetch else 0,
                 instructions=warps * 150,
             ),
-            _phase(
+            phase(
                 mma=warps * MMA_PV,
                 wavefronts=warps * (REDUCE_128 * REDUCE_LOADS + 4 * LDMATRIX_PV),
                 shuffles=warps * 4,
                 instructions=warps * 400,
             ),
         ]
-    phases[-1]["global_bytes"] += out_bytes
+    phases[-1] = dataclasses.replace(phases[-1], global_bytes=phases[-1].global_bytes + out_bytes)
     return phases
 
 
-def _shared_totals(plan: LaunchPlan, segments: list[tuple[int, int]]) -> dict[str, Any]:
+def _shared_totals(
+    plan: LaunchPlan, segments: list[tuple[int, int]]
+) -> tuple[dict[str, int], dict[str, int]]:
     """Instruction and wavefront totals over (count, tiles) pairs of segments."""
     warps = plan.threads // 32
     tiles = sum(n * t for n, t in segments)
@@ -123,13 +114,13 @@ def _shared_totals(plan: LaunchPlan, segments: list[tuple[int, int]]) -> dict[st
         "st128": REDUCE_128 * instructions["st128"],
         "ld128": REDUCE_128 * instructions["ld128"],
     }
-    return {"instructions": instructions, "wavefronts": wavefronts, "bank_conflicts": 0}
+    return instructions, wavefronts
 
 
 def tiling_counters(
     shape: CaseShape, sm_count: int = DEFAULT_SM_COUNT, dram_pace: float | None = DEFAULT_DRAM_PACE
-) -> dict[str, Any]:
-    """The counters document of one call (verify kernel, then the combine of split row tiles), by hand, for a
+) -> LaunchCounters:
+    """The counters of one call (verify kernel, then the combine of split row tiles), by hand, for a
     launch planned as on an RTX PRO 6000 unless told another GPU's SM count and DRAM pace; no clusters."""
     plan = plan_launch(
         shape.batch_size,
@@ -159,66 +150,45 @@ def tiling_counters(
     for cta, count in sorted(per_cta.items(), reverse=True):
         # thread 0 finds the range from the offsets (two passes over the batch unless whole), then a barrier
         start = 16 if plan.whole_row_tiles else 32 * shape.batch_size + 16
-        phases = [_phase(global_bytes=start, instructions=10 * shape.batch_size)]
+        phases = [phase(global_bytes=start, instructions=10 * shape.batch_size)]
         phases += [ph for tiles, rows, whole in cta for ph in _segment_phases(plan, tiles, rows, whole)]
-        moved = sum(p["global_bytes"] for p in phases)
-        shapes.append({"count": count, "example_cta": [0, 0, 0], "phases": phases, "global_bytes": moved})
+        moved = sum(p.global_bytes for p in phases)
+        shapes.append(cta_shape(count, phases, moved))
         sectors += count * moved // SECTOR_BYTES
         pairs += [(count, tiles) for tiles, _, _ in cta]
         parts += count * sum(rows for _, rows, whole in cta if not whole)
     ws = parts * PART_ROW_BYTES
     unique = shape.kv_bytes + shape.q_and_out_bytes + ws
     merged_rows = sum(shape.q_lens) * shape.heads if plan.combines else 0
-    verify = {
-        "name": "verify_attention_kernel",
-        "grid": list(plan.grid),
-        "threads_per_cta": plan.threads,
-        "ctas": plan.ctas,
-        "dynamic_smem_bytes": plan.smem_bytes,
-        "derived": "by hand from the kernel's tiling (not emulated)",
-        "totals": {
-            "barriers": plan.ctas + sum(n * (2 * t + 2) for n, t in pairs),
-            "mma": sum(n * t * (MMA_S + MMA_PV) for n, t in pairs) * plan.threads // 32,
-            "global": {"sectors": sectors, "unique_sectors": min(sectors, unique // SECTOR_BYTES)},
-            "shared": _shared_totals(plan, pairs),
-            "cp_async": {"waits": 0, "bytes_in_flight_at_wait": [TILE_BYTES], "late_waits": 0},
-        },
-        "cta_shapes": shapes,
-    }
-    kernels = [verify]
-    if plan.combines:
-        read = ws // max(1, merged_rows) + 1  # the parts of a row's tile, on average
-        ctas = -(-merged_rows // plan.combine_rows)  # CTAs of combine_rows rows (the last one may have fewer)
-        rows_a_cta = merged_rows // ctas  # on average
-        moved = rows_a_cta * (read + OUT_ROW_BYTES)
-        kernels.append(
-            {
-                "name": "combine_parts_kernel",
-                "grid": [ctas, 1, 1],
-                "threads_per_cta": plan.combine_threads,
-                "ctas": ctas,
-                "dynamic_smem_bytes": combine_smem_bytes(plan.ctas),
-                "derived": "by hand from the kernel's tiling (not emulated)",
-                "totals": {
-                    "global": {
-                        "sectors": ctas * moved // SECTOR_BYTES,
-                        "unique_sectors": ctas * moved // SECTOR_BYTES,
-                    },
-                    "shared": {"instructions": {}, "wavefronts": {}, "bank_conflicts": 0},
-                },
-                "cta_shapes": [
-                    {
-                        "count": ctas,
-                        "example_cta": [0, 0, 0],
-                        "global_bytes": moved,
-                        "phases": [
-                            _phase(
-                                global_bytes=moved,
-                                instructions=4 * rows_a_cta * (read // PART_ROW_BYTES + 1) * 12,  # 4 quarters
-                            )
-                        ],
-                    }
-                ],
-            }
-        )
-    return {"kernels": kernels}
+    instructions, wavefronts = _shared_totals(plan, pairs)
+    verify = derived_kernel(
+        "verify_attention_kernel",
+        plan.grid,
+        plan.threads,
+        plan.smem_bytes,
+        shapes,
+        sectors,
+        min(sectors, unique // SECTOR_BYTES),
+        shared_instructions=instructions,
+        shared_wavefronts=wavefronts,
+        bytes_in_flight_at_wait=(TILE_BYTES,),
+        barriers=plan.ctas + sum(n * (2 * t + 2) for n, t in pairs),
+        mma=sum(n * t * (MMA_S + MMA_PV) for n, t in pairs) * plan.threads // 32,
+    )
+    if not plan.combines:
+        return LaunchCounters((verify,))
+    read = ws // max(1, merged_rows) + 1  # the parts of a row's tile, on average
+    ctas = -(-merged_rows // plan.combine_rows)  # CTAs of combine_rows rows (the last one may have fewer)
+    rows_a_cta = merged_rows // ctas  # on average
+    moved = rows_a_cta * (read + OUT_ROW_BYTES)
+    instructions_a_cta = 4 * rows_a_cta * (read // PART_ROW_BYTES + 1) * 12  # 4 quarters
+    combine = derived_kernel(
+        "combine_parts_kernel",
+        (ctas, 1, 1),
+        plan.combine_threads,
+        combine_smem_bytes(plan.ctas),
+        [cta_shape(ctas, [phase(global_bytes=moved, instructions=instructions_a_cta)], moved)],
+        ctas * moved // SECTOR_BYTES,
+        ctas * moved // SECTOR_BYTES,
+    )
+    return LaunchCounters((verify, combine))

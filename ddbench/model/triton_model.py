@@ -7,8 +7,8 @@ the K tile at those slots, 576 dims, 1152 B per key, then the V tile, 512 dims, 
 the draft keys (the tile's custom-mask bytes, which decide whether the tile is skipped, then K, then V).
 With num_stages = 1 nothing is prefetched, so every load waits for the one its address or its branch
 depends on: five phases per tile (load slots or mask, load K, S = QK^T, load V, O += PV). BLOCK_M rows are
-padded: a q_len of 9 fills 9 of 32. The derived document goes through the same `model_kernel` as the
-emulated counters.
+padded: a q_len of 9 fills 9 of 32. The derived counters are the emulation's records
+(ddbench/model/derived_counters.py) and go through the same `model_kernel`.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from __future__ import annotations
 import dataclasses
 from collections import Counter
 from dataclasses import astuple, dataclass
-from typing import Any
 
+from ddbench.counters import SECTOR_BYTES, KernelCounters, PhaseCounters
 from ddbench.gpus import FLOP_PER_MMA_M16N8K16, GpuSpec
 from ddbench.mla import HEAD_DIM_QK, HEAD_DIM_V
-from ddbench.model.counters_input import SECTOR_BYTES, parse_kernel
+from ddbench.model.derived_counters import cta_shape, derived_kernel, phase
 from ddbench.model.floor import OUT_ROW_BYTES, Q_ROW_BYTES, CaseShape
 from ddbench.model.kernel_time import KernelModel, model_kernel
 
@@ -59,30 +59,18 @@ def triton_grid(shape: CaseShape, blocks: TritonBlocks) -> tuple[int, int, int]:
     return (shape.batch_size, shape.heads, -(-shape.q_len // blocks.block_m))
 
 
-def _compute(blocks: TritonBlocks, width: int) -> dict[str, int]:
+def _compute(blocks: TritonBlocks, width: int) -> PhaseCounters:
     mma = 2 * blocks.block_m * blocks.block_n * width // FLOP_PER_MMA_M16N8K16
     tile = blocks.block_n * width * 2
     wavefronts = tile * (1 + SMEM_READS_PER_TILE_BYTE) // WAVEFRONT_BYTES
-    return {
-        "mma": mma,
-        "shared_wavefronts": wavefronts,
-        "global_bytes": 0,
-        "shuffles": 0,
-        "warp_instructions": INSTRUCTIONS_PER_MMA * mma,
-    }
+    return phase(mma=mma, wavefronts=wavefronts, instructions=INSTRUCTIONS_PER_MMA * mma)
 
 
-def _load(nbytes: int) -> dict[str, int]:
-    return {
-        "mma": 0,
-        "shared_wavefronts": 0,
-        "global_bytes": nbytes,
-        "shuffles": 0,
-        "warp_instructions": max(1, nbytes // (16 * 32)),
-    }
+def _load(nbytes: int) -> PhaseCounters:
+    return phase(global_bytes=nbytes, instructions=max(1, nbytes // (16 * 32)))
 
 
-def _tile_phases(blocks: TritonBlocks, first_load: int) -> list[dict[str, int]]:
+def _tile_phases(blocks: TritonBlocks, first_load: int) -> list[PhaseCounters]:
     """One tile: the load its K load waits for (slots or mask bytes), then K, S, V, PV."""
     return [
         _load(first_load),
@@ -101,7 +89,7 @@ class _Program:
     draft_tiles: int
     rows: int  # of its head in its row block
 
-    def phases(self, blocks: TritonBlocks) -> list[dict[str, int]]:
+    def phases(self, blocks: TritonBlocks) -> list[PhaseCounters]:
         prefix = _tile_phases(blocks, blocks.block_n * SLOT_BYTES)
         draft = _tile_phases(blocks, self.rows * blocks.block_n * MASK_BYTES)
         return [_load(OFFSETS_BYTES)] + prefix * self.prefix_tiles + draft * self.draft_tiles
@@ -114,8 +102,8 @@ class _Program:
         return OFFSETS_BYTES + streamed + slots + mask + self.rows * (Q_ROW_BYTES + OUT_ROW_BYTES)
 
 
-def triton_counters(shape: CaseShape, blocks: TritonBlocks) -> dict[str, Any]:
-    """A counters document (the emulation's contract) derived for the Triton kernel: modeled, not counted."""
+def triton_counters(shape: CaseShape, blocks: TritonBlocks) -> KernelCounters:
+    """The counters derived for the Triton kernel (the emulation's records): modeled, not counted."""
     grid = triton_grid(shape, blocks)
     # Per request: programs over its own q_len do its work; the rest of the grid's row blocks (a shorter
     # request of a ragged batch) return at once.
@@ -130,40 +118,24 @@ def triton_counters(shape: CaseShape, blocks: TritonBlocks) -> dict[str, Any]:
     shapes, sectors = [], 0
     for program, count in sorted(working.items(), key=lambda item: astuple(item[0])):
         nbytes = program.global_bytes(blocks)
-        phases = program.phases(blocks)
-        shapes.append({"count": count, "example_cta": [0, 0, 0], "phases": phases, "global_bytes": nbytes})
+        shapes.append(cta_shape(count, program.phases(blocks), nbytes))
         sectors += count * nbytes // SECTOR_BYTES
     if idle:
-        phases = [_load(IDLE_OFFSETS_BYTES)]
-        shapes.append(
-            {"count": idle, "example_cta": [0, 0, 0], "phases": phases, "global_bytes": IDLE_OFFSETS_BYTES}
-        )
+        shapes.append(cta_shape(idle, [_load(IDLE_OFFSETS_BYTES)], IDLE_OFFSETS_BYTES))
         sectors += idle * IDLE_OFFSETS_BYTES // SECTOR_BYTES
     # DRAM: the KV, Q and the output once, and the slots and draft-mask bytes the loops read once.
     side = sum(shape.prefix_lens) * SLOT_BYTES + sum(q * q for q in shape.q_lens) * MASK_BYTES
     unique = (shape.kv_bytes + shape.q_and_out_bytes + side) // SECTOR_BYTES
-    ctas = grid[0] * grid[1] * grid[2]
-    return {
-        "name": TRITON_KERNEL,
-        "grid": list(grid),
-        "threads_per_cta": NUM_WARPS * 32,
-        "ctas": ctas,
-        "dynamic_smem_bytes": blocks.smem_bytes,
-        "derived": "from the grid and traffic of SGLang's kernel (not emulated)",
-        "totals": {
-            "global": {"sectors": max(sectors, unique), "unique_sectors": unique},
-            "shared": {"instructions": {}, "wavefronts": {}, "bank_conflicts": 0},
-        },
-        "cta_shapes": shapes,
-    }
+    return derived_kernel(
+        TRITON_KERNEL, grid, NUM_WARPS * 32, blocks.smem_bytes, shapes, max(sectors, unique), unique
+    )
 
 
 def model_triton(shape: CaseShape, gpu: GpuSpec) -> KernelModel:
     """The modeled Triton kernel body on `gpu` (registers unknown: Triton's are not in a ptxas report). A
     fitted `gpu.triton_time_scale` multiplies every time of it, its DRAM and L2 bounds too: the factor is the
     whole kernel's, measured against the whole model."""
-    doc = triton_counters(shape, triton_blocks(gpu.arch))
-    model = model_kernel(parse_kernel(doc, TRITON_KERNEL), gpu, None)
+    model = model_kernel(triton_counters(shape, triton_blocks(gpu.arch)), gpu, None)
     scale = gpu.triton_time_scale
     if scale == 1.0:
         return model

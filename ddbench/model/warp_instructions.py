@@ -17,10 +17,10 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ddbench.counters import KernelCounters
 from ddbench.errors import InputError
 from ddbench.gpus import GpuSpec
 from ddbench.kernel.sass_map import KernelSass
-from ddbench.model.counters_input import KernelCounters
 from ddbench.model.sass_count import SassCount, count_cta
 
 
@@ -55,9 +55,9 @@ def _scaled(kernel: KernelCounters, ratios: list[float]) -> KernelCounters:
                 for ph in shape.phases
             ),
         )
-        for shape, ratio in zip(kernel.shapes, ratios, strict=True)
+        for shape, ratio in zip(kernel.cta_shapes, ratios, strict=True)
     )
-    return dataclasses.replace(kernel, shapes=shapes)
+    return dataclasses.replace(kernel, cta_shapes=shapes)
 
 
 def _by_ratio(kernel: KernelCounters, gpu: GpuSpec, counted: list[int]) -> tuple[KernelCounters, IssueCount]:
@@ -66,7 +66,7 @@ def _by_ratio(kernel: KernelCounters, gpu: GpuSpec, counted: list[int]) -> tuple
         "verify": gpu.verify_instructions_per_counted,
         "combine": gpu.combine_instructions_per_counted,
     }.get(kernel.name, 1.0)
-    total = sum(shape.count * n for shape, n in zip(kernel.shapes, counted, strict=True))
+    total = sum(shape.count * n for shape, n in zip(kernel.cta_shapes, counted, strict=True))
     return _scaled(kernel, [ratio] * len(counted)), IssueCount("ratio", total * ratio)
 
 
@@ -93,23 +93,27 @@ def with_issue_count(
 ) -> tuple[KernelCounters, IssueCount]:
     """The kernel with each phase's warp instructions scaled to what its SASS issues (each CTA shape by its
     own factor), and the launch's count."""
-    counted = [sum(ph.warp_instructions for ph in shape.phases) for shape in kernel.shapes]
+    counted = [sum(ph.warp_instructions for ph in shape.phases) for shape in kernel.cta_shapes]
     blocks = (sass or {}).get(kernel.name)
-    if blocks is None or not all(shape.sites for shape, n in zip(kernel.shapes, counted, strict=True) if n):
+    if blocks is None or not all(
+        shape.sites for shape, n in zip(kernel.cta_shapes, counted, strict=True) if n
+    ):
         return _by_ratio(kernel, gpu, counted)
     try:
-        counts = [_counted(blocks, shape.sites, kernel.threads_per_cta) for shape in kernel.shapes]
+        counts = [_counted(blocks, shape.sites, kernel.threads_per_cta) for shape in kernel.cta_shapes]
     except InputError as err:  # no flow fits these counts: the ratio, with the reason, rather than no model
         scaled, issue = _by_ratio(kernel, gpu, counted)
         return scaled, dataclasses.replace(issue, why=f"the SASS flow of {kernel.name}: {err.reason}")
     ratios = [c.likely / n if n else 1.0 for c, n in zip(counts, counted, strict=True)]
 
     def total(value: str) -> float:
-        return sum(shape.count * getattr(c, value) for shape, c in zip(kernel.shapes, counts, strict=True))
+        return sum(
+            shape.count * getattr(c, value) for shape, c in zip(kernel.cta_shapes, counts, strict=True)
+        )
 
     by_line: dict[str, float] = {}
     runs = [0.0] * len(blocks.blocks)
-    for shape, c in zip(kernel.shapes, counts, strict=True):
+    for shape, c in zip(kernel.cta_shapes, counts, strict=True):
         for line, n in c.by_line.items():
             by_line[line] = by_line.get(line, 0.0) + shape.count * n
         for b, n in enumerate(c.runs):

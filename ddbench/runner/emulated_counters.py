@@ -6,17 +6,19 @@ row-tiles) run one CTA per work shape, each counted for all of its shape (docs/e
 bytes, sectors, wavefronts and waits stay exact, but the launch-wide unique sectors of a sampled run are not
 counted. For those the verify kernel's unique sectors are derived from the launch's addresses
 (`ddbench.kernel.footprint`, equal sector for sector to a full count in the tests) and the document says
-`"dram_bytes": "from addresses (sampled)"`; the combine kernel runs whole and is counted.
+`dram_bytes_from_addresses`; the combine kernel runs whole and is counted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ddbench.backends.cuda_emu import CudaEmuBackend
+from ddbench.counters import LaunchCounters
 from ddbench.errors import BackendUnavailable
 from ddbench.gpus import GpuSpec
 from ddbench.inputs import generate_inputs
@@ -26,6 +28,16 @@ from ddbench.suite.model import Case
 
 SAMPLE_ABOVE = 100_000  # keys x 32-row tiles: a full counted run of about 10 s on 2 cores
 WORK_ROWS = 32  # the row tile the threshold was set in (the kernel may hold 32 or 48 rows)
+
+
+@dataclass(frozen=True)
+class CountedLaunch:
+    """One counted launch of a case, and how it was counted."""
+
+    counters: LaunchCounters
+    source: str  # "emulated, every CTA" or "emulated, one CTA per work shape"
+    dram_bytes_from_addresses: bool = False  # a sampled run: the verify kernel's unique sectors derived
+    sanitizer: Mapping[str, Any] | None = None  # racecheck and memcheck's verdict, where they ran
 
 
 def emulation_work(case: Case) -> int:
@@ -48,10 +60,9 @@ def emulation_for(gpu: GpuSpec, forced: PlanOptions | None = None) -> CudaEmuBac
 
 def emulated_counters(
     case: Case, gpu: GpuSpec, sanitize: bool = True, forced: PlanOptions | None = None
-) -> Mapping[str, Any]:
-    """The counters document of one counted launch (`forced`: see emulation_for); with `sanitize`, the
-    same launch under racecheck and memcheck, its findings under `"sanitizer"` (of the CTAs that ran, in a
-    sampled run)."""
+) -> CountedLaunch:
+    """One counted launch (`forced`: see emulation_for); with `sanitize`, the same launch under racecheck
+    and memcheck, and their verdict (of the CTAs that ran, in a sampled run)."""
     backend = emulation_for(gpu, forced)
     status = backend.availability()
     if not status.ok:
@@ -69,18 +80,15 @@ def emulated_counters(
         for_capacity=for_capacity,
     )
     assert run.counters is not None
-    document = run.counters.to_json()
+    counters = run.counters
+    sanitizer = None
     if run.sanitizer is not None:
         report = run.sanitizer
-        document["sanitizer"] = {
-            "clean": report.clean,
-            "findings": report.findings_total,
-            "summary": report.summary(),
-        }
+        sanitizer = {"clean": report.clean, "findings": report.findings_total, "summary": report.summary()}
     if sampled:
-        verify = next(k for k in document["kernels"] if k["name"] == "verify")
-        launch = backend.marshaled_launch(inputs, for_capacity)
-        verify["totals"]["global"]["unique_sectors"] = verify_unique_sectors(launch)
-        document["dram_bytes"] = "from addresses (sampled)"
-    document["source"] = "emulated" + (", one CTA per work shape" if sampled else ", every CTA")
-    return document
+        verify = counters.kernel("verify")
+        assert verify is not None
+        unique = verify_unique_sectors(backend.marshaled_launch(inputs, for_capacity))
+        counters = counters.replacing("verify", verify.with_unique_sectors(unique))
+    source = "emulated" + (", one CTA per work shape" if sampled else ", every CTA")
+    return CountedLaunch(counters, source, sampled, sanitizer)

@@ -80,7 +80,7 @@ def sweep_plan(
         combine_rows=combine_rows,
     ):
         try:
-            counters = emulated_counters(case, gpu, sanitize=False, forced=options)
+            counters = emulated_counters(case, gpu, sanitize=False, forced=options).counters
         except ValueError as err:  # the plan refuses the forced shape
             result.refused[name] = str(err)
             continue

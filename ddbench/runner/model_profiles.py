@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ddbench.counters import LaunchCounters
 from ddbench.errors import InputError
 from ddbench.gpus import GpuSpec
 from ddbench.kernel.cuda_build import kernel_sources_hash
@@ -24,7 +25,7 @@ from ddbench.kernel.sass_map import KernelSass
 from ddbench.model.calibration import Calibration, calibration_for
 from ddbench.model.floor import CaseShape
 from ddbench.model.profile import CaseProfile, profile_case
-from ddbench.runner.emulated_counters import emulated_counters
+from ddbench.runner.emulated_counters import CountedLaunch, emulated_counters
 from ddbench.suite.load import read_json
 from ddbench.suite.model import Case
 
@@ -51,7 +52,7 @@ def model_cases(
     gpu: GpuSpec,
     calibration: Calibration,
     launch_mode: str = "stream",
-    given: Mapping[str, Mapping[str, Any]] | None = None,
+    given: Mapping[str, LaunchCounters] | None = None,
     registers_path: str | None = None,
     sanitize: bool = False,
     registers: Mapping[str, int] | None = None,
@@ -62,7 +63,11 @@ def model_cases(
     sass = None
     for case in cases:
         start = time.perf_counter()
-        counters = emulated_counters(case, gpu, sanitize) if given is None else given[case.id]
+        launch = (
+            emulated_counters(case, gpu, sanitize)
+            if given is None
+            else CountedLaunch(given[case.id], "given (--counters)")
+        )
         counted = time.perf_counter() - start
         if not out.profiles:  # after the first counters: a run that cannot count never waits
             if not known:
@@ -70,14 +75,14 @@ def model_cases(
             sass = sass_of(gpu.arch)
         start = time.perf_counter()
         profile = profile_case(
-            case.id, CaseShape.of(case), counters, gpu, registers, calibration, launch_mode, sass
+            case.id, CaseShape.of(case), launch.counters, gpu, registers, calibration, launch_mode, sass
         )
         seconds = counted + time.perf_counter() - start
         out.profiles.append(dataclasses.replace(profile, modeling_seconds=seconds))
-        out.sources[case.id] = str(counters.get("source", "given (--counters)"))
-        if "sanitizer" in counters:
-            out.sanitized[case.id] = counters["sanitizer"]
-        if counters.get("dram_bytes"):
+        out.sources[case.id] = launch.source
+        if launch.sanitizer is not None:
+            out.sanitized[case.id] = launch.sanitizer
+        if launch.dram_bytes_from_addresses:
             out.notes.append(
                 f"{case.id}: counted on one CTA per work shape; unique DRAM bytes derived from its addresses"
             )

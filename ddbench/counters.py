@@ -1,22 +1,26 @@
 """The emulation's exact counters of one launch (verify kernel, then the split combine), as typed records.
 
 The document comes from the runtime (`kernels/emu/counters.h`) or from a file a run saved; docs/emulation.md
-defines every field. `parse_counters` checks the shape and types before anything reads a number, so a
-damaged or hand-edited file is an InputError naming the file and the field, never a KeyError deep in a
-model. Pure: no I/O but `load_counters`, which reads one bounded file.
+defines every field. These records are what the performance model reads too (ddbench/model/kernel_time.py):
+the document is parsed once, here, at the edge. `parse_counters` checks the shape and types before anything
+reads a number, so a damaged or hand-edited file is an InputError naming the file and the field, never a
+KeyError deep in a model. A field the model does not read may be absent and reads as 0 (a counters file
+written by hand, or derived rather than counted, need not invent them); one that is present is checked all
+the same. Pure: no I/O but `load_counters`, which reads one bounded file.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ddbench.errors import InputError
 
 MAX_COUNTERS_BYTES = 256 << 20  # far above a 128k-prefix launch listed CTA by CTA
+SECTOR_BYTES = 32  # the unit of `sectors` and `unique_sectors`
 
 SHARED_KINDS = (
     "ld8", "st8", "ld16", "st16", "ld32", "st32", "ld64", "st64", "ld128", "st128",
@@ -90,6 +94,21 @@ class PhaseCounters:
     cluster_bytes: int = 0  # read from other CTAs' shared memory (ld_cluster)
     cluster_arrives: int = 0  # 1: the phase ends at a cluster_arrive, whose wait comes in a later phase
 
+    @property
+    def cluster_barrier(self) -> bool:
+        """The phase ends at a cluster barrier (sync_cluster, or a cluster_wait)."""
+        return self.instructions.get("sync_cluster", 0) > 0
+
+    @property
+    def cluster_arrive(self) -> bool:
+        """The phase ends at a cluster_arrive: the barrier's latency runs on behind it up to its wait."""
+        return self.cluster_arrives > 0
+
+    @property
+    def atomics(self) -> int:
+        """Global atomics (warp instructions): from the first one on, a CTA is in its final merge."""
+        return self.instructions.get("atom_global", 0)
+
 
 @dataclass(frozen=True)
 class WaitCounters:
@@ -122,6 +141,13 @@ class CtaShape:
     # often a warp ran it (ddbench/model/sass_count.py); empty in a document written before they were counted
     sites: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
+    @property
+    def bytes_in_flight(self) -> int | None:
+        """The most bytes these CTAs had in flight at one cp.async wait (what their pipeline holds), or None
+        where no wait had any (CTAs without copies, or a derived document): the kernel's figure serves."""
+        most = max((w.bytes_in_flight for w in self.cp_async_waits), default=0)
+        return most or None
+
 
 @dataclass(frozen=True)
 class KernelCounters:
@@ -139,6 +165,48 @@ class KernelCounters:
     def sampled(self) -> bool:
         return self.cta_detail == "sampled"
 
+    @property
+    def sectors(self) -> int:
+        return self.totals.global_.sectors
+
+    @property
+    def unique_sectors(self) -> int:
+        return self.totals.global_.unique_sectors
+
+    @property
+    def l2_bytes(self) -> int:
+        return self.sectors * SECTOR_BYTES
+
+    @property
+    def unique_bytes(self) -> int:
+        return self.unique_sectors * SECTOR_BYTES
+
+    @property
+    def bytes_in_flight_at_wait(self) -> tuple[int, ...]:
+        return self.totals.cp_async.bytes_in_flight_at_wait
+
+    @property
+    def shared_instructions(self) -> int:
+        return sum(self.totals.shared.instructions.values())
+
+    @property
+    def shared_wavefronts(self) -> int:
+        return sum(self.totals.shared.wavefronts.values())
+
+    @property
+    def bank_conflicts(self) -> int:
+        return self.totals.shared.bank_conflicts
+
+    @property
+    def wavefronts_per_shared_instruction(self) -> float | None:
+        n = self.shared_instructions
+        return self.shared_wavefronts / n if n else None
+
+    def with_unique_sectors(self, unique_sectors: int) -> KernelCounters:
+        """The same counts with the launch's unique sectors found another way (a sampled run's addresses)."""
+        global_ = replace(self.totals.global_, unique_sectors=unique_sectors)
+        return replace(self, totals=replace(self.totals, global_=global_))
+
 
 @dataclass(frozen=True)
 class LaunchCounters:
@@ -146,6 +214,9 @@ class LaunchCounters:
 
     def kernel(self, name: str) -> KernelCounters | None:
         return next((k for k in self.kernels if k.name == name), None)
+
+    def replacing(self, name: str, kernel: KernelCounters) -> LaunchCounters:
+        return LaunchCounters(tuple(kernel if k.name == name else k for k in self.kernels))
 
     def to_json(self) -> dict[str, Any]:
         """The document again, in the runtime's field names (`global`, not `global_`)."""
@@ -182,15 +253,20 @@ class _Reader:
             raise self.fail(f"{path}.{key}", "missing")
         return obj[key]
 
-    def count(self, obj: Mapping[str, Any], key: str, path: str, minimum: int = 0) -> int:
-        if key in LATER_FIELDS and key not in obj:
+    def count(
+        self, obj: Mapping[str, Any], key: str, path: str, minimum: int = 0, optional: bool = False
+    ) -> int:
+        """An integer field; `optional` (or a field from LATER_FIELDS): absent reads as 0."""
+        if key not in obj and (optional or key in LATER_FIELDS):
             return 0
         value = self.field(obj, key, path)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise self.fail(f"{path}.{key}", f"must be an integer >= {minimum}, not {value!r:.40}")
         return value
 
-    def array(self, obj: Mapping[str, Any], key: str, path: str) -> list[Any]:
+    def array(self, obj: Mapping[str, Any], key: str, path: str, optional: bool = False) -> list[Any]:
+        if key not in obj and optional:
+            return []
         value = self.field(obj, key, path)
         if not isinstance(value, list):
             raise self.fail(f"{path}.{key}", f"must be an array, not {type(value).__name__}")
@@ -205,9 +281,17 @@ class _Reader:
             raise self.fail(f"{path}.{key}", f"must be three integers >= {minimum}")
         return (value[0], value[1], value[2])
 
-    def by_kind(self, obj: Mapping[str, Any], key: str, path: str, kinds: tuple[str, ...]) -> dict[str, int]:
+    def by_kind(
+        self, obj: Mapping[str, Any], key: str, path: str, kinds: tuple[str, ...], optional: bool = False
+    ) -> dict[str, int]:
+        """A table of counts by kind: every kind of `kinds` (absent ones read as 0), no other."""
+        if key not in obj and optional:
+            return dict.fromkeys(kinds, 0)
         table = self.obj(self.field(obj, key, path), f"{path}.{key}")
-        return {kind: self.count(table, kind, f"{path}.{key}") for kind in kinds}
+        unknown = sorted(set(table) - set(kinds))
+        if unknown:
+            raise self.fail(f"{path}.{key}", f"unknown kind {unknown[0]!r:.40}")
+        return {kind: self.count(table, kind, f"{path}.{key}", optional=True) for kind in kinds}
 
 
 def _phase(r: _Reader, value: object, path: str) -> PhaseCounters:
@@ -216,10 +300,10 @@ def _phase(r: _Reader, value: object, path: str) -> PhaseCounters:
         mma=r.count(o, "mma", path),
         shared_wavefronts=r.count(o, "shared_wavefronts", path),
         global_bytes=r.count(o, "global_bytes", path),
-        global_store_bytes=r.count(o, "global_store_bytes", path),
+        global_store_bytes=r.count(o, "global_store_bytes", path, optional=True),
         shuffles=r.count(o, "shuffles", path),
         warp_instructions=r.count(o, "warp_instructions", path),
-        instructions=r.by_kind(o, "instructions", path, INSTRUCTION_KINDS),
+        instructions=r.by_kind(o, "instructions", path, INSTRUCTION_KINDS, optional=True),
         cluster_bytes=r.count(o, "cluster_bytes", path),
         cluster_arrives=r.count(o, "cluster_arrives", path),
     )
@@ -227,34 +311,40 @@ def _phase(r: _Reader, value: object, path: str) -> PhaseCounters:
 
 def _wait(r: _Reader, value: object, path: str) -> WaitCounters:
     o = r.obj(value, path)
-    late = r.field(o, "late", path)
+    late = o.get("late", False)
     if not isinstance(late, bool):
         raise r.fail(f"{path}.late", "must be true or false")
     return WaitCounters(
         bytes_in_flight=r.count(o, "bytes_in_flight", path),
-        bytes_completed=r.count(o, "bytes_completed", path),
-        phases_ahead=r.count(o, "phases_ahead", path, minimum=-1),
+        bytes_completed=r.count(o, "bytes_completed", path, optional=True),
+        phases_ahead=r.count(o, "phases_ahead", path, minimum=-1, optional=True),
         late=late,
     )
 
 
 def _shape(r: _Reader, value: object, path: str) -> CtaShape:
+    """One CTA shape: its count, phases, bytes moved and waits are what the model reads; the rest is
+    detail (absent: 0)."""
     o = r.obj(value, path)
     phases = r.array(o, "phases", path)
-    waits = r.array(o, "cp_async_waits", path)
+    waits = r.array(o, "cp_async_waits", path, optional=True)
+
+    def detail(key: str) -> int:
+        return r.count(o, key, path, optional=True)
+
     return CtaShape(
         count=r.count(o, "count", path, minimum=1),
-        example_cta=r.triple(o, "example_cta", path, 0),
+        example_cta=r.triple(o, "example_cta", path, 0) if "example_cta" in o else (0, 0, 0),
         phases=tuple(_phase(r, p, f"{path}.phases[{i}]") for i, p in enumerate(phases)),
-        barriers=r.count(o, "barriers", path),
+        barriers=detail("barriers"),
         global_bytes=r.count(o, "global_bytes", path),
-        load_bytes=r.count(o, "load_bytes", path),
-        store_bytes=r.count(o, "store_bytes", path),
-        cp_async_bytes=r.count(o, "cp_async_bytes", path),
-        sectors=r.count(o, "sectors", path),
-        unique_sectors=r.count(o, "unique_sectors", path),
-        shared_wavefronts=r.count(o, "shared_wavefronts", path),
-        bank_conflicts=r.count(o, "bank_conflicts", path),
+        load_bytes=detail("load_bytes"),
+        store_bytes=detail("store_bytes"),
+        cp_async_bytes=detail("cp_async_bytes"),
+        sectors=detail("sectors"),
+        unique_sectors=detail("unique_sectors"),
+        shared_wavefronts=detail("shared_wavefronts"),
+        bank_conflicts=detail("bank_conflicts"),
         cp_async_waits=tuple(_wait(r, w, f"{path}.cp_async_waits[{i}]") for i, w in enumerate(waits)),
         cluster_barriers=r.count(o, "cluster_barriers", path),
         cluster_bytes=r.count(o, "cluster_bytes", path),
@@ -281,17 +371,25 @@ def _totals(r: _Reader, value: object, path: str) -> Totals:
     o = r.obj(value, path)
     g = r.obj(r.field(o, "global", path), f"{path}.global")
     s = r.obj(r.field(o, "shared", path), f"{path}.shared")
-    c = r.obj(r.field(o, "cp_async", path), f"{path}.cp_async")
-    in_flight = r.array(c, "bytes_in_flight_at_wait", f"{path}.cp_async")
+    c = r.obj(o.get("cp_async", {}), f"{path}.cp_async")
+    in_flight = r.array(c, "bytes_in_flight_at_wait", f"{path}.cp_async", optional=True)
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in in_flight):
         raise r.fail(f"{path}.cp_async.bytes_in_flight_at_wait", "must hold integers >= 0")
+    sectors = r.count(g, "sectors", f"{path}.global")
+    unique = r.count(g, "unique_sectors", f"{path}.global")
+    if unique > sectors:
+        raise r.fail(f"{path}.global.unique_sectors", f"{unique} exceeds sectors ({sectors})")
     return Totals(
-        barriers=r.count(o, "barriers", path),
-        mma=r.count(o, "mma", path),
-        ldmatrix=r.count(o, "ldmatrix", path),
-        shuffles=r.count(o, "shuffles", path),
+        barriers=r.count(o, "barriers", path, optional=True),
+        mma=r.count(o, "mma", path, optional=True),
+        ldmatrix=r.count(o, "ldmatrix", path, optional=True),
+        shuffles=r.count(o, "shuffles", path, optional=True),
         global_=GlobalCounters(
-            **{k: r.count(g, k, f"{path}.global") for k in GlobalCounters.__dataclass_fields__}
+            load_bytes=r.count(g, "load_bytes", f"{path}.global", optional=True),
+            store_bytes=r.count(g, "store_bytes", f"{path}.global", optional=True),
+            cp_async_bytes=r.count(g, "cp_async_bytes", f"{path}.global", optional=True),
+            sectors=sectors,
+            unique_sectors=unique,
         ),
         shared=SharedCounters(
             instructions=r.by_kind(s, "instructions", f"{path}.shared", SHARED_KINDS),
@@ -299,9 +397,9 @@ def _totals(r: _Reader, value: object, path: str) -> Totals:
             bank_conflicts=r.count(s, "bank_conflicts", f"{path}.shared"),
         ),
         cp_async=CpAsyncCounters(
-            waits=r.count(c, "waits", f"{path}.cp_async"),
+            waits=r.count(c, "waits", f"{path}.cp_async", optional=True),
             bytes_in_flight_at_wait=tuple(in_flight),
-            late_waits=r.count(c, "late_waits", f"{path}.cp_async"),
+            late_waits=r.count(c, "late_waits", f"{path}.cp_async", optional=True),
         ),
         cluster_barriers=r.count(o, "cluster_barriers", path),
         cluster_bytes=r.count(o, "cluster_bytes", path),
@@ -313,22 +411,23 @@ def _kernel(r: _Reader, value: object, path: str) -> KernelCounters:
     name = r.field(o, "name", path)
     if not isinstance(name, str) or not name:
         raise r.fail(f"{path}.name", "must be a non-empty string")
-    detail = r.field(o, "cta_detail", path)
+    detail = o.get("cta_detail", "all")
     if detail not in CTA_DETAILS:
         raise r.fail(f"{path}.cta_detail", f"must be one of {', '.join(CTA_DETAILS)}")
     shapes = tuple(
         _shape(r, s, f"{path}.cta_shapes[{i}]") for i, s in enumerate(r.array(o, "cta_shapes", path))
     )
+    ctas = r.count(o, "ctas", path)
     kernel = KernelCounters(
         name=name,
-        grid=r.triple(o, "grid", path, 1),
+        grid=r.triple(o, "grid", path, 1) if "grid" in o else (max(ctas, 1), 1, 1),
         threads_per_cta=r.count(o, "threads_per_cta", path, minimum=1),
-        ctas=r.count(o, "ctas", path),
+        ctas=ctas,
         dynamic_smem_bytes=r.count(o, "dynamic_smem_bytes", path),
         cta_detail=detail,
         totals=_totals(r, r.field(o, "totals", path), f"{path}.totals"),
         cta_shapes=shapes,
-        emulated_ctas=r.count(o, "emulated_ctas", path),
+        emulated_ctas=r.count(o, "emulated_ctas", path) if "emulated_ctas" in o else ctas,
     )
     if sum(s.count for s in shapes) != kernel.ctas:
         raise r.fail(
@@ -337,12 +436,19 @@ def _kernel(r: _Reader, value: object, path: str) -> KernelCounters:
     return kernel
 
 
-def parse_counters(doc: object, file: str | None = None) -> LaunchCounters:
-    """The typed counters of a `{"kernels": [...]}` document; InputError names the file and field at fault."""
+def parse_kernel(doc: object, file: str | None = None, path: str = "$") -> KernelCounters:
+    """One kernel's counters (an entry of a document's `kernels`)."""
+    return _kernel(_Reader(file), doc, path)
+
+
+def parse_counters(doc: object, file: str | None = None, at: str = "$") -> LaunchCounters:
+    """The typed counters of a `{"kernels": [...]}` document; InputError names the file and field at fault
+    (`at`: where the document sits in its file)."""
     r = _Reader(file)
-    top = r.obj(doc, "$")
-    kernels = r.array(top, "kernels", "$")
-    return LaunchCounters(tuple(_kernel(r, k, f"$.kernels[{i}]") for i, k in enumerate(kernels)))
+    kernels = doc.get("kernels") if isinstance(doc, dict) else None
+    if not isinstance(kernels, list):
+        raise r.fail(at, "the counters must be an object with a 'kernels' list")
+    return LaunchCounters(tuple(_kernel(r, k, f"{at}.kernels[{i}]") for i, k in enumerate(kernels)))
 
 
 def load_counters(path: Path | str, limit: int = MAX_COUNTERS_BYTES) -> LaunchCounters:
