@@ -1,8 +1,10 @@
-"""`ddbench baseline update SUITE --model GPU` and `ddbench baseline diff` of model baselines.
+"""`ddbench baseline update SUITE --model GPU`, `ddbench profile --update-baseline FILE` and `ddbench
+baseline diff` of model baselines.
 
-Update writes the document `profile --update-baseline` writes, refuses (exit 1, the stored file untouched)
-when the kernel's parity did not pass, and never refuses for noise; diff shows what changed per case and
-fails on a count that rose or a modeled time past the tolerance.
+Both writers write the same document through one store with one set of rules: refused (exit 1, the stored
+file untouched) when the kernel's parity did not pass, never for noise; a file that is not a model baseline
+of the same GPU is never replaced (exit 2); a filter keeps the stored entries of the cases it left out. Diff
+shows what changed per case and fails on a count that rose or a modeled time past the tolerance.
 """
 
 from __future__ import annotations
@@ -37,9 +39,11 @@ def parity_results(tmp_path_factory):
 
 def test_update_writes_exactly_what_profile_writes(tmp_path, parity_results):
     by_profile = tmp_path / "profile.json"
-    assert (
-        _invoke("profile", SMOKE, "-k", PICK, "--gpu", "h200", "--update-baseline", by_profile).exit_code == 0
-    )
+    made = _invoke(
+        "profile", SMOKE, "-k", PICK, "--gpu", "h200", "--update-baseline", by_profile,
+        "--parity-from", parity_results,
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
     ran = _invoke("baseline", "update", SMOKE, "-k", PICK, "--model", "h200", "--root", tmp_path / "a")
     assert ran.exit_code == 0, ran.output
     written = tmp_path / "a" / "model-h200" / "smoke.json"
@@ -176,3 +180,56 @@ def test_diff_of_a_bad_model_baseline_exits_2_naming_file_and_field(tmp_path, ch
     assert result.exit_code == 2
     assert f"{path}: " in result.output and where in result.output, result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("kind", ["latency baseline", "results file", "another GPU's model baseline"])
+def test_profile_never_replaces_a_file_that_is_not_a_model_baseline_of_its_gpu(
+    tmp_path, kind, parity_results
+):
+    target = tmp_path / "target.json"
+    if kind == "latency baseline":
+        target.write_bytes((ROOT / "baselines" / "nvidia-h200" / "k26-verify.json").read_bytes())
+    elif kind == "results file":
+        target.write_bytes(parity_results.read_bytes())
+    else:
+        target.write_bytes((ROOT / "baselines" / "model-h200" / "smoke.json").read_bytes())
+    before = target.read_bytes()
+    ran = _invoke(
+        "profile", SMOKE, "-k", PICK, "--gpu", "rtx-pro-6000", "--update-baseline", target,
+        "--parity-from", parity_results,
+    )  # fmt: skip
+    assert ran.exit_code == 2, ran.output
+    assert "refusing to replace it" in ran.output and "Traceback" not in ran.output
+    assert target.read_bytes() == before
+
+
+def test_a_filtered_profile_update_keeps_the_stored_cases_it_left_out(tmp_path, parity_results):
+    target = tmp_path / "smoke.json"
+    target.write_bytes(COMMITTED.read_bytes())
+    stored = json.loads(COMMITTED.read_text())["cases"]
+    ran = _invoke(
+        "profile", SMOKE, "-k", PICK, "--gpu", "rtx-pro-6000", "--update-baseline", target,
+        "--parity-from", parity_results,
+    )  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    after = json.loads(target.read_text())["cases"]
+    assert set(after) == set(stored) and len(stored) > 2
+
+
+def test_profile_update_needs_the_kernels_parity(tmp_path, parity_results):
+    failed = _with_status(parity_results, tmp_path / "failed.json", "cuda-emu", "fail")
+    ran = _invoke(
+        "profile", SMOKE, "-k", PICK, "--update-baseline", tmp_path / "b.json", "--parity-from", failed
+    )
+    assert ran.exit_code == 1 and "refused:" in ran.output and not (tmp_path / "b.json").exists()
+
+
+def test_a_model_folder_that_is_a_file_or_a_looping_baseline_is_refused_before_any_work(tmp_path):
+    (tmp_path / "model-h200").write_text("not a folder")
+    ran = _invoke("baseline", "update", SMOKE, "-k", PICK, "--model", "h200", "--root", tmp_path)
+    assert ran.exit_code == 2 and "is not a folder" in ran.output, ran.output
+    loop = tmp_path / "loop" / "model-h200"
+    loop.mkdir(parents=True)
+    (loop / "smoke.json").symlink_to(loop / "smoke.json")
+    ran = _invoke("baseline", "update", SMOKE, "-k", PICK, "--model", "h200", "--root", tmp_path / "loop")
+    assert ran.exit_code == 2 and "refusing to replace it" in ran.output, ran.output

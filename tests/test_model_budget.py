@@ -28,10 +28,12 @@ REGS = {"verify_attention_kernel": 170, "combine_parts_kernel": 40}
 
 
 def _suite(tmp_path: Path, model_budget, name: str = "mb") -> Path:
-    """A one-case suite (a small chain) whose budget's `model` field is `model_budget` (raw JSON text)."""
+    """A one-case suite (a small chain, its kernel's parity bounded) whose budget's `model` field is
+    `model_budget` (raw JSON text)."""
     text = (
         f'{{"name": "{name}", "cases": [{{"model": "kimi-k2.6", "layout": {{"tp": 8}}, "prefix": 21, '
         f'"tree": {{"kind": "chain", "length": 4}}, "backends": ["reference", "cuda-emu"], '
+        f'"parity": [{{"candidate": "cuda-emu", "against": "reference", "max_row_ulp": 4.0}}], '
         f'"budget": {{"model": {model_budget}}}}}]}}'
     )
     path = tmp_path / f"{name}.json"

@@ -268,3 +268,18 @@ def test_a_plan_sweep_does_not_take_counters(inputs):
     tmp, _ = inputs
     result = _run("--counters", str(tmp / "counters.json"), "--plan-sweep")
     assert result.exit_code == 2 and "--plan-sweep" in result.output
+
+
+def test_profile_refuses_a_case_its_counted_launch_cannot_fit_as_run_does(tmp_path):
+    """The same estimate and refusal as `ddbench run`: exit 2 naming --max-memory, before any count."""
+    suite = tmp_path / "huge.json"
+    suite.write_text(
+        '{"name": "huge", "cases": [{"model": "kimi-k2.6", "layout": {"tp": 8}, "prefix": 1000000, '
+        '"batch_size": 64, "tree": {"kind": "chain", "length": 4}, "backends": ["reference", "cuda-emu"], '
+        '"parity": [{"candidate": "cuda-emu", "against": "reference", "max_row_ulp": 4.0}]}]}'
+    )
+    result = CliRunner().invoke(cli, ["profile", str(suite)])
+    assert result.exit_code == 2 and "--max-memory" in result.output
+    assert "estimated peak memory" in result.output
+    small = _run("--max-memory", "0.001")
+    assert small.exit_code == 2 and "exceeds the limit 1.0 MB" in small.output, small.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from ddbench.baselines.compare import compare_tables, latency_table_of
 from ddbench.baselines.device import device_key
 from ddbench.baselines.entries import baseline_entries, refusals
 from ddbench.baselines.latency_source import check_same_origin, read_latency_source
+from ddbench.baselines.model_store import check_replaceable, model_baseline_path
 from ddbench.baselines.store import (
     DEFAULT_ROOT,
     baseline_path,
@@ -26,20 +28,25 @@ from ddbench.baselines.store import (
 from ddbench.baselines.store import FORMAT as BASELINE_FORMAT
 from ddbench.cli.common import (
     load_suites,
-    require_cases,
-    select_cases,
     stderr,
     stdout,
     suite_file_options,
     timing_override_options,
 )
-from ddbench.cli.model_baseline_update import diff_model_files, is_model_baseline, update_model_baseline
+from ddbench.cli.model_baseline_update import (
+    diff_model_files,
+    is_model_baseline,
+    require_parity,
+    write_model_baseline,
+)
 from ddbench.cli.progress import ProgressSink
 from ddbench.environment import environment
 from ddbench.errors import InputError
 from ddbench.gpus import GPUS
 from ddbench.kernel.cuda_build import kernel_sources_hash
+from ddbench.report.profile_console import print_model_notes
 from ddbench.runner import Session, SessionOptions
+from ddbench.runner.modeled_run import ModelRequest
 
 EXIT_REFUSED = 1
 DEFAULT_TOLERANCE = 0.05  # latency slowdown `baseline diff` allows
@@ -160,27 +167,23 @@ def _update_model(
     for name, value in (*timing_only, ("--strict", strict or None)):
         if value is not None:
             raise InputError("counts are exact: there is no noise to limit with --model", path=name)
+    modeled = Session(dataclasses.replace(options, model=ModelRequest(gpu_key)))
+    (suite,) = modeled.suites
+    path = model_baseline_path(root, gpu_key, suite.name)
+    check_replaceable(path, gpu_key)  # refused before any work
     if parity_from is None:
         session = Session(options)
-        (suite,) = session.suites
-        cases = session.cases
 
         def parity() -> list:
-            with ProgressSink(stderr, len(cases)) as progress:
+            with ProgressSink(stderr, len(session.cases)) as progress:
                 return session.run([progress]).results
 
-        update_model_baseline(
-            cases, suite.name, gpu_key, root, parity, bool(options.filter_expr), stdout, stderr
-        )
-        return
-    (suite,) = load_suites(
-        options.suites, max_cases=options.max_cases, allow_capture_dirs=options.allow_capture_dirs
-    )
-    cases = select_cases([suite], options.filter_expr)
-    require_cases(cases, options.filter_expr)
-    update_model_baseline(
-        cases, suite.name, gpu_key, root, parity_from, bool(options.filter_expr), stdout, stderr
-    )
+        require_parity(session.cases, parity, path, stderr)
+    else:
+        require_parity(modeled.cases, parity_from, path, stderr)
+    outcome = modeled.run_modeled()
+    print_model_notes(stdout, outcome.cases, outcome.left_out, outcome.registers_known)
+    write_model_baseline(path, outcome, bool(options.filter_expr), stdout)
 
 
 @baseline_group.command("show")

@@ -1,37 +1,37 @@
-"""`ddbench baseline update SUITE --model GPU` and `ddbench baseline diff` of two model baselines.
+"""Model baselines from the command line: `ddbench baseline update SUITE --model GPU` and `ddbench profile
+--update-baseline FILE` (one writer, ddbench/baselines/model_store.py, one set of rules), and `ddbench
+baseline diff` of two model baselines.
 
-Update writes `<root>/model-<gpu>/<suite>.json` from the emulation's counters, the same document
-`ddbench profile SUITE --gpu GPU --update-baseline FILE` writes (both go through runner/model_profiles.py).
-Counts are exact, so nothing is refused for noise; a case is refused when its kernel's parity was not
-judged and passed: by a normal run of the selected cases first (cuda-emu on the CPU), or by the results of
-an earlier run given with `--parity-from` (a GPU run, for cases too big to emulate in full). Any refusal
-leaves the stored file unchanged. With `-k` only the selected cases are replaced; the others are kept.
+Counts are exact, so nothing is refused for noise; a case is refused when its kernel's parity was not judged
+and passed: by a normal run of the selected cases first (cuda-emu on the CPU), or by the results of an
+earlier run given with `--parity-from` (a GPU run, for cases too big to emulate in full). Any refusal leaves
+the stored file unchanged. With `-k` only the selected cases are replaced; the others are kept.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import click
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ddbench.atomic import write_json_atomic
 from ddbench.baselines.model_parity import kernel_parity_refusals, refusals_from_results
+from ddbench.baselines.model_store import store_model_baseline
 from ddbench.errors import InputError
-from ddbench.gpus import gpu_spec
 from ddbench.model.baseline_diff import ModelDiff, diff_model_baselines
-from ddbench.model.model_baseline import BASELINE_KIND, Tolerances, baseline_document, check_baseline
+from ddbench.model.model_baseline import BASELINE_KIND, Tolerances, baseline_document
 from ddbench.results.case_result import CaseResult
 from ddbench.results.read import read_results
-from ddbench.runner.model_profiles import calibration_of, model_cases
+from ddbench.runner.modeled_run import ModeledOutcome
 from ddbench.suite.load import read_json
 from ddbench.suite.model import Case
 
 EXIT_REFUSED = 1
+
+ParitySource = Callable[[], Sequence[CaseResult]] | str  # the run to make now, or a results file
 
 
 def is_model_baseline(path: Path) -> bool:
@@ -43,22 +43,8 @@ def is_model_baseline(path: Path) -> bool:
     return isinstance(document, Mapping) and document.get("kind") == BASELINE_KIND
 
 
-def model_baseline_path(root: Path, gpu_key: str, suite: str) -> Path:
-    return root / f"model-{gpu_key}" / f"{suite}.json"
-
-
-def update_model_baseline(
-    cases: Sequence[Case],
-    suite: str,
-    gpu_key: str,
-    root: Path,
-    parity: Callable[[], Sequence[CaseResult]] | str,
-    merge: bool,
-    out: Console,
-    err: Console,
-) -> None:
-    """`parity`: a results file an earlier run wrote, or the run to make now (each case's own backends)."""
-    path = model_baseline_path(root, gpu_key, suite)
+def require_parity(cases: Sequence[Case], parity: ParitySource, path: Path, err: Console) -> None:
+    """Exit 1, naming every problem, unless each case's kernel parity was judged and passed."""
     if isinstance(parity, str):
         refused = refusals_from_results([c.id for c in cases], read_results(parity), parity)
     else:
@@ -69,42 +55,24 @@ def update_model_baseline(
         for line in blocking:
             err.print(f"refused: {escape(line)}", highlight=False)
         err.print(
-            f"model baseline not updated: {len(blocking)} problem(s); {path} is unchanged", highlight=False
+            f"model baseline not updated: {len(blocking)} problem(s); {escape(str(path))} is unchanged",
+            highlight=False,
         )
         raise click.exceptions.Exit(EXIT_REFUSED)
-    gpu = gpu_spec(gpu_key)
-    calibration = calibration_of(gpu)
-    modeled = model_cases(list(cases), gpu, calibration)
-    document = baseline_document(modeled.profiles, gpu.key, calibration.label)
-    before = _stored(path) if path.exists() else None
-    if before is not None and merge:
-        document = _merged(before, document, str(path))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, document)
-    for note in modeled.notes:
-        out.print(f"note: {note}", highlight=False)
+
+
+def write_model_baseline(path: Path, outcome: ModeledOutcome, keep_others: bool, out: Console) -> None:
+    """Store the modeled run as a model baseline and say what changed."""
+    document = baseline_document(outcome.profiles, outcome.gpu.key, outcome.calibration.label)
+    before, after = store_model_baseline(path, document, keep_others)
     if before is None:
-        out.print(f"wrote {path}: {len(document['cases'])} cases, modeled on {gpu.name}", highlight=False)
+        out.print(
+            f"wrote {escape(str(path))}: {len(after['cases'])} cases, modeled on {outcome.gpu.name}",
+            highlight=False,
+        )
         return
-    diff = diff_model_baselines(before, document, Tolerances(), (str(path), str(path)), allow_mismatch=True)
-    out.print(model_diff_table(diff, f"updated {path}"))
-
-
-def _stored(path: Path) -> Mapping[str, Any]:
-    return check_baseline(read_json(path, what="model baseline"), str(path))
-
-
-def _merged(before: Mapping[str, Any], after: dict[str, Any], source: str) -> dict[str, Any]:
-    """The stored cases the filter left out, kept: only when they were modeled on the same GPU and
-    calibration (a mix of calibrations would compare times across them)."""
-    for key in ("gpu", "calibration"):
-        if before.get(key) != after[key]:
-            raise InputError(
-                f"stored under {key} {before.get(key)!r}, now {after[key]!r}: update the whole suite (no -k)",
-                file=source,
-                path=key,
-            )
-    return after | {"cases": dict(before["cases"]) | after["cases"]}
+    diff = diff_model_baselines(before, after, Tolerances(), (str(path), str(path)), allow_mismatch=True)
+    out.print(model_diff_table(diff, f"updated {escape(str(path))}"))
 
 
 def diff_model_files(

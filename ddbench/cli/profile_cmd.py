@@ -1,91 +1,38 @@
 """`ddbench profile SUITE`: per case, the custom kernel's counters turned into a *modeled* time on a named
 GPU, its floor, and the modeled Triton kernel; a table, and on request JSON, markdown and a PNG.
 
-The counters come from one counted launch of the kernel under the CPU emulation, planned for the named GPU
-(ddbench/runner/emulated_counters.py; exit 3 when the emulation cannot be built). `--counters FILE` takes
-counters made elsewhere (a JSON object of case ID -> counters document).
+A thin face over the Session's modeled run (ddbench/runner/modeled_run.py): one counted launch of the
+kernel under the CPU emulation per case, planned for the named GPU (exit 3 when the emulation cannot be
+built), or counters made elsewhere (`--counters`). `--baseline` judges the run against a model baseline;
+`--update-baseline` stores it through the one writer of model baselines, after the kernel's parity passed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 
 import click
-from rich.markup import escape
-from rich.table import Table
 
-from ddbench.atomic import check_writable, write_atomic, write_json_atomic
-from ddbench.cli.common import load_suites, require_cases, select_cases, stdout
-from ddbench.counters import LaunchCounters, parse_counters
+from ddbench.atomic import check_writable
+from ddbench.baselines.model_store import check_replaceable
+from ddbench.cli.common import stderr, stdout
+from ddbench.cli.model_baseline_update import require_parity, write_model_baseline
+from ddbench.cli.progress import ModelProgressSink, ProgressSink
 from ddbench.errors import InputError
-from ddbench.gpus import GPUS, gpu_spec
+from ddbench.gpus import GPUS
 from ddbench.kernel.build import find_kernels_dir
-from ddbench.model.calibration import with_what_if
 from ddbench.model.kernel_time import LAUNCH_MODES
-from ddbench.model.model_baseline import Tolerances, baseline_document, case_tolerances, regressions
-from ddbench.model.profile import (
-    CaseProfile,
-    instruction_rows,
-    profile_document,
-    profile_markdown,
-    stage_rows,
-    table_rows,
+from ddbench.model.model_baseline import Tolerances
+from ddbench.report.profile_console import (
+    print_model_notes,
+    print_model_verdict,
+    print_profile,
+    print_sanitizer,
+    print_sweeps,
 )
-from ddbench.report.profile_plot import profile_png
-from ddbench.runner.emulated_counters import would_be_sampled
-from ddbench.runner.model_plan_sweep import PlanSweep, sweep_plans
-from ddbench.runner.model_profiles import calibration_of, model_cases
-from ddbench.suite.load import read_json
-from ddbench.suite.model import Case
-
-
-def _counters_from_file(path: str, cases: list[Case]) -> dict[str, LaunchCounters]:
-    doc = read_json(Path(path), what="counters file")
-    if not isinstance(doc, Mapping):
-        raise InputError("must be an object of case ID -> counters document", file=path)
-    missing = [c.id for c in cases if c.id not in doc]
-    if missing:
-        raise InputError(f"no counters for {len(missing)} selected case(s), first {missing[0]!r}", file=path)
-    return {c.id: parse_counters(doc[c.id], path, at=f"[{c.id!r}]") for c in cases}
-
-
-def _print_table(rows: list[dict[str, str]], title: str) -> None:
-    table = Table(title=title)
-    for col in rows[0] if rows else ["case"]:
-        table.add_column(col, overflow="fold")
-    for row in rows:
-        table.add_row(*row.values())
-    stdout.print(table)
-
-
-def _print(profiles: list[CaseProfile], title: str, instructions: int) -> None:
-    _print_table(table_rows(profiles), title)
-    if profiles:
-        _print_table(stage_rows(profiles), "where each kernel's slowest CTA spends its time (modeled µs)")
-    rows = instruction_rows(profiles, instructions, _source_lines()) if instructions else []
-    if rows:
-        _print_table(rows, "where each kernel's warp instructions come from (modeled from its SASS)")
-    elif instructions:
-        stdout.print("note: --instructions: unavailable: no SASS map (no nvcc or nvdisasm)", highlight=False)
-
-
-def _sweep_rows(sweeps: list[PlanSweep]) -> list[dict[str, str]]:
-    rows = []
-    for sweep in sweeps:
-        fastest, figures = sweep.fastest, sweep.modeled_us
-        rows.append(
-            {
-                "case": sweep.case,
-                "plan": sweep.plan,
-                "plan µs": f"{figures['plan']:.2f}" if "plan" in figures else "refused",
-                "fastest": fastest or "-",
-                "its µs": f"{figures[fastest]:.2f}" if fastest else "-",
-                "saves": f"{100 * sweep.gain:.1f} %",
-                "refused": ", ".join(sweep.refused) or "-",
-            }
-        )
-    return rows
+from ddbench.runner import Session, SessionOptions
+from ddbench.runner.model_sinks import ProfilePaths
+from ddbench.runner.modeled_run import ModelRequest
 
 
 def _source_lines() -> dict[str, str]:
@@ -136,6 +83,21 @@ def _source_lines() -> dict[str, str]:
     "update_path",
     type=click.Path(dir_okay=False),
     help="Write the profile as a model baseline (counters are exact: no noise refusal).",
+)
+@click.option(
+    "--parity-from",
+    type=click.Path(dir_okay=False),
+    help="With --update-baseline: the results of an earlier run that judged the kernel's parity "
+    "(default: run it now).",
+)
+@click.option(
+    "--max-memory",
+    type=click.FloatRange(min=0.0, min_open=True),
+    metavar="GB",
+    help="Refuse cases whose counted launch is estimated to need more (default: half this machine's memory).",
+)
+@click.option(
+    "--ignore-estimates", is_flag=True, help="Count cases whose estimate exceeds the memory limit anyway."
 )
 @click.option(
     "--max-modeled-regression",
@@ -194,6 +156,9 @@ def profile_command(
     markdown_path: str | None,
     baseline_path: str | None,
     update_path: str | None,
+    parity_from: str | None,
+    max_memory: float | None,
+    ignore_estimates: bool,
     max_modeled_regression: float,
     max_cuda_over_triton: float | None,
     plot_path: str | None,
@@ -204,84 +169,60 @@ def profile_command(
     plan_sweep: bool,
 ) -> None:
     """Model the custom kernel's time on a GPU from the emulation's counters (every figure is modeled)."""
-    reads = [*suites, *(p for p in (counters_path, registers_path, baseline_path) if p)]
-    outputs = (
-        ("--json", json_path),
-        ("--markdown", markdown_path),
-        ("--plot", plot_path),
-        ("--update-baseline", update_path),
-    )
-    for option, path in outputs:
-        if path:
-            check_writable(path, option, reads)
+    reads = [*suites, *(p for p in (counters_path, registers_path, baseline_path, parity_from) if p)]
+    outputs = ProfilePaths(json_path, markdown_path, plot_path)
+    outputs.check(reads)
+    if update_path:
+        check_writable(update_path, "--update-baseline", reads)
     if plan_sweep and counters_path:
         raise click.UsageError("--plan-sweep emulates each variant's launch: it does not take --counters")
     if what_if and (baseline_path or update_path):
         raise click.UsageError("--what-if asks the model a question: it neither writes nor judges a baseline")
-    cases = select_cases(load_suites(suites), filter_expr)
-    require_cases(cases, filter_expr)
-    left_out = 0
-    if full_only and counters_path is None:
-        kept = [c for c in cases if not would_be_sampled(c)]
-        left_out = len(cases) - len(kept)
-        if not kept:
-            raise InputError("--full-only: every selected case would be sampled", path="--full-only")
-        cases = kept
-    gpu = gpu_spec(gpu_key)
-    calibration = with_what_if(calibration_of(gpu), what_if)
-    given = None if counters_path is None else _counters_from_file(counters_path, cases)
-    modeled = model_cases(cases, gpu, calibration, launch_mode, given, registers_path, sanitize)
-    profiles, sources, notes = modeled.profiles, modeled.sources, modeled.notes
-    title = f"modeled on {gpu.name} ({calibration.label}; error {calibration.error_band})"
-    _print(profiles, title, instructions)
-    for note in notes:
-        stdout.print(f"note: {note}", highlight=False)
-    if left_out:
-        stdout.print(f"note: --full-only left out {left_out} case(s) that would be sampled", highlight=False)
-    sanitized = modeled.sanitized
-    dirty = {i: v for i, v in sanitized.items() if not v["clean"]}
-    if sanitized:
-        stdout.print(
-            f"sanitizer: {len(sanitized) - len(dirty)} of {len(sanitized)} cases clean (racecheck, memcheck)",
-            highlight=False,
-        )
-    for case_id, verdict in dirty.items():
-        stdout.print(f"[bold red]{escape(case_id)}[/]: {escape(verdict['summary'])}", highlight=False)
-    if not modeled.registers_known:
-        stdout.print("note: registers per thread unknown (no nvcc): occupancy ignores them", highlight=False)
-    sweeps = sweep_plans(cases, gpu, calibration, launch_mode, registers_path) if plan_sweep else []
-    if sweeps:
-        _print_table(_sweep_rows(sweeps), f"the plan beside its neighbours (modeled on {gpu.name})")
-    if json_path:
-        document = profile_document(profiles, gpu, calibration)
-        if plan_sweep:
-            document["plan_sweep"] = [s.to_json() for s in sweeps]
-        for entry in document["cases"]:
-            entry["counters_source"] = sources[entry["case"]]
-            entry["sanitizer"] = sanitized.get(entry["case"])
-        write_json_atomic(json_path, document)
-    if markdown_path:
-        write_atomic(markdown_path, profile_markdown(profiles, gpu, calibration))
-    if plot_path:
-        plot_title = f"modeled on {gpu.name}\n{calibration.label}; model error {calibration.error_band}"
-        write_atomic(plot_path, profile_png(profiles, plot_title))
+    if parity_from and not update_path:
+        raise InputError("applies only with --update-baseline", path="--parity-from")
+    request = ModelRequest(
+        gpu_key, launch_mode, what_if, counters_path, registers_path, sanitize, full_only, plan_sweep
+    )
+    parity_options = SessionOptions(suites=suites, filter_expr=filter_expr, timing=False)
+    session = Session(SessionOptions(suites=suites, filter_expr=filter_expr, model=request))
     if update_path:
-        write_json_atomic(update_path, baseline_document(profiles, gpu.key, calibration.label))
-    if baseline_path:
-        tolerances = Tolerances(max_modeled_regression, max_cuda_over_triton)
-        from_budgets = case_tolerances(cases, gpu.key)
-        baseline = read_json(Path(baseline_path), what="model baseline")
-        found, notes = regressions(
-            profiles, baseline, gpu.key, calibration.label, tolerances, baseline_path, from_budgets
+        check_replaceable(Path(update_path), gpu_key)  # refused before any work
+    refusals, warnings = session.check_estimates(int(max_memory * 1e9) if max_memory else None)
+    for line in warnings:
+        stderr.print(f"warning: {line}", highlight=False)
+    if refusals and not ignore_estimates:
+        raise InputError(
+            "cases that will not fit (pass --ignore-estimates to try anyway, or -k to leave them out):\n  "
+            + "\n  ".join(refusals),
+            path="--max-memory",
         )
-        if from_budgets:
-            notes.insert(0, f"{len(from_budgets)} case(s) judged by their budgets' model limits ({gpu.key})")
-        for note in notes:
-            stdout.print(f"note: {note}", highlight=False)
-        for line in found:
-            stdout.print(f"[bold red]REGRESSED[/] {line}", highlight=False)
-        if found:
+    with ModelProgressSink(stderr, len(session.cases)) as progress:
+        outcome = session.run_modeled([*outputs.sinks(session), progress])
+    gpu, calibration = outcome.gpu, outcome.calibration
+    title = f"modeled on {gpu.name} ({calibration.label}; error {calibration.error_band})"
+    print_profile(stdout, outcome.cases, title, instructions, _source_lines() if instructions else None)
+    print_model_notes(stdout, outcome.cases, outcome.left_out, outcome.registers_known)
+    print_sanitizer(stdout, outcome.cases)
+    print_sweeps(stdout, [c.plan_sweep for c in outcome.cases if c.plan_sweep is not None], gpu.name)
+    if update_path:
+        path = Path(update_path)
+        if parity_from is None:
+            parity_session = Session(parity_options)
+
+            def parity() -> list:
+                with ProgressSink(stderr, len(parity_session.cases)) as progress:
+                    return parity_session.run([progress]).results
+
+            require_parity(outcome.selected, parity, path, stderr)
+        else:
+            require_parity(outcome.selected, parity_from, path, stderr)
+        write_model_baseline(path, outcome, bool(filter_expr), stdout)
+    if baseline_path:
+        verdict = outcome.judge(baseline_path, Tolerances(max_modeled_regression, max_cuda_over_triton))
+        print_model_verdict(stdout, verdict.regressions, verdict.notes, len(outcome.cases))
+        if verdict.regressions:
             raise click.exceptions.Exit(1)
-        stdout.print(f"model baseline: no regression in {len(profiles)} cases", highlight=False)
-    if dirty:  # a race or an out-of-range access in the shipped kernel is a failure, whatever its speed
+    if (
+        outcome.dirty
+    ):  # a race or an out-of-range access in the shipped kernel is a failure, whatever its speed
         raise click.exceptions.Exit(1)

@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ddbench.results.case_result import CaseResult
+from ddbench.results.modeled_case import ModeledCase
+from ddbench.runner.modeled_run import ModeledOutcome
 from ddbench.runner.sinks import QuietSink
 from ddbench.suite.model import Case
 
@@ -49,4 +51,20 @@ class ProgressSink(QuietSink):
         self.progress.advance(self.task)
 
     def finish(self, results: Sequence[CaseResult], complete: bool) -> None:
+        pass
+
+
+class ModelProgressSink(ProgressSink):
+    """The same bar for a modeled run: a case is done when it is counted and modeled."""
+
+    def add(self, modeled: ModeledCase) -> None:  # type: ignore[override]
+        self.done += 1
+        if not self.progress.live.is_started or not self.console.is_terminal:
+            seconds = modeled.profile.modeling_seconds or 0.0
+            self.console.print(
+                f"[{self.done}/{self.total}] modeled {modeled.case_id} ({seconds:.2f}s)", highlight=False
+            )
+        self.progress.advance(self.task)
+
+    def finish(self, outcome: ModeledOutcome) -> None:  # type: ignore[override]
         pass

@@ -11,9 +11,7 @@ counted. For those the verify kernel's unique sectors are derived from the launc
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -24,6 +22,7 @@ from ddbench.gpus import GpuSpec
 from ddbench.inputs import generate_inputs
 from ddbench.kernel.footprint import verify_unique_sectors
 from ddbench.kernel.plan import PlanOptions
+from ddbench.results.modeled_case import SanitizerVerdict
 from ddbench.suite.model import Case
 
 SAMPLE_ABOVE = 100_000  # keys x 32-row tiles: a full counted run of about 10 s on 2 cores
@@ -37,7 +36,7 @@ class CountedLaunch:
     counters: LaunchCounters
     source: str  # "emulated, every CTA" or "emulated, one CTA per work shape"
     dram_bytes_from_addresses: bool = False  # a sampled run: the verify kernel's unique sectors derived
-    sanitizer: Mapping[str, Any] | None = None  # racecheck and memcheck's verdict, where they ran
+    sanitizer: SanitizerVerdict | None = None  # racecheck and memcheck's verdict, where they ran
 
 
 def emulation_work(case: Case) -> int:
@@ -84,7 +83,7 @@ def emulated_counters(
     sanitizer = None
     if run.sanitizer is not None:
         report = run.sanitizer
-        sanitizer = {"clean": report.clean, "findings": report.findings_total, "summary": report.summary()}
+        sanitizer = SanitizerVerdict(report.clean, report.findings_total, report.summary())
     if sampled:
         verify = counters.kernel("verify")
         assert verify is not None

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 
@@ -18,38 +16,10 @@ from ddbench.kernel.plan_variants import plan_variants
 from ddbench.model.calibration import Calibration
 from ddbench.model.floor import CaseShape
 from ddbench.model.profile import profile_case
+from ddbench.results.plan_sweep import PlanSweep
 from ddbench.runner.emulated_counters import emulated_counters, emulation_for
-from ddbench.runner.model_profiles import registers_of, sass_of
+from ddbench.runner.model_profiles import sass_of
 from ddbench.suite.model import Case
-
-
-@dataclass(frozen=True)
-class PlanSweep:
-    case: str
-    plan: str  # the plan's launch, in words
-    modeled_us: dict[str, float] = field(default_factory=dict)  # variant -> modeled µs
-    refused: dict[str, str] = field(default_factory=dict)  # variant -> why the plan refused it
-
-    @property
-    def fastest(self) -> str:
-        """The variant of least modeled time ("plan" on a tie; "" where none was modeled)."""
-        return min(self.modeled_us, key=lambda name: self.modeled_us[name], default="")
-
-    @property
-    def gain(self) -> float:
-        """The share of the plan's modeled time its fastest neighbour saves (0 where the plan is fastest)."""
-        plan = self.modeled_us.get("plan", 0.0)
-        return 1.0 - self.modeled_us[self.fastest] / plan if plan > 0 else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "case": self.case,
-            "plan": self.plan,
-            "modeled_us": self.modeled_us,
-            "refused": self.refused,
-            "fastest": self.fastest,
-            "modeled_gain": self.gain,
-        }
 
 
 def describe(plan: LaunchPlan) -> str:
@@ -93,16 +63,3 @@ def sweep_plan(
         else:
             result.refused[name] = f"the model gave {us} µs"
     return result
-
-
-def sweep_plans(
-    cases: list[Case],
-    gpu: GpuSpec,
-    calibration: Calibration,
-    launch_mode: str,
-    registers_path: str | None = None,
-) -> list[PlanSweep]:
-    """Every case's sweep, with the registers the profile models with (`registers_path`: a kernel-check
-    report, as `--registers` gives)."""
-    registers = registers_of(gpu.arch, registers_path)
-    return [sweep_plan(case, gpu, calibration, launch_mode, registers) for case in cases]

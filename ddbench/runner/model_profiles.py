@@ -2,7 +2,7 @@
 so both write the same model baseline for the same suite and GPU.
 
 Per case: the emulation's counters (or counters given), registers per thread from kernel-check, then the
-model (ddbench/model/profile.py). Every figure it returns is modeled.
+model (ddbench/model/profile.py); a ModeledCase per case. Every figure it returns is modeled.
 """
 
 from __future__ import annotations
@@ -11,10 +11,9 @@ import dataclasses
 import functools
 import importlib.util
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ddbench.counters import LaunchCounters
 from ddbench.errors import InputError
@@ -25,6 +24,7 @@ from ddbench.kernel.sass_map import KernelSass
 from ddbench.model.calibration import Calibration, calibration_for
 from ddbench.model.floor import CaseShape
 from ddbench.model.profile import CaseProfile, profile_case
+from ddbench.results.modeled_case import ModeledCase
 from ddbench.runner.emulated_counters import CountedLaunch, emulated_counters
 from ddbench.suite.load import read_json
 from ddbench.suite.model import Case
@@ -34,11 +34,12 @@ CALIBRATION_FILE = Path(__file__).resolve().parents[1] / "model" / "calibration.
 
 @dataclass
 class ModeledCases:
-    profiles: list[CaseProfile] = field(default_factory=list)
-    sources: dict[str, str] = field(default_factory=dict)  # case ID -> where its counters came from
-    notes: list[str] = field(default_factory=list)
-    sanitized: dict[str, Any] = field(default_factory=dict)  # case ID -> the sanitizer's verdict, if it ran
+    cases: list[ModeledCase] = field(default_factory=list)
     registers_known: bool = False
+
+    @property
+    def profiles(self) -> list[CaseProfile]:
+        return [c.profile for c in self.cases]
 
 
 def calibration_of(gpu: GpuSpec) -> Calibration:
@@ -56,8 +57,10 @@ def model_cases(
     registers_path: str | None = None,
     sanitize: bool = False,
     registers: Mapping[str, int] | None = None,
+    each: Callable[[ModeledCase], None] | None = None,
 ) -> ModeledCases:
-    """Each case's modeled profile, in the order given; `given`: counters by case ID instead of emulating."""
+    """Each case's modeled profile, in the order given; `given`: counters by case ID instead of emulating;
+    `each` is told of every case as it is modeled."""
     out = ModeledCases()
     known = registers is not None  # given by a caller that models the same kernels many times
     sass = None
@@ -69,7 +72,7 @@ def model_cases(
             else CountedLaunch(given[case.id], "given (--counters)")
         )
         counted = time.perf_counter() - start
-        if not out.profiles:  # after the first counters: a run that cannot count never waits
+        if not out.cases:  # after the first counters: a run that cannot count never waits
             if not known:
                 registers = registers_of(gpu.arch, registers_path)
             sass = sass_of(gpu.arch)
@@ -78,14 +81,15 @@ def model_cases(
             case.id, CaseShape.of(case), launch.counters, gpu, registers, calibration, launch_mode, sass
         )
         seconds = counted + time.perf_counter() - start
-        out.profiles.append(dataclasses.replace(profile, modeling_seconds=seconds))
-        out.sources[case.id] = launch.source
-        if launch.sanitizer is not None:
-            out.sanitized[case.id] = launch.sanitizer
-        if launch.dram_bytes_from_addresses:
-            out.notes.append(
-                f"{case.id}: counted on one CTA per work shape; unique DRAM bytes derived from its addresses"
-            )
+        modeled = ModeledCase(
+            dataclasses.replace(profile, modeling_seconds=seconds),
+            launch.source,
+            launch.sanitizer,
+            launch.dram_bytes_from_addresses,
+        )
+        out.cases.append(modeled)
+        if each is not None:
+            each(modeled)
     out.registers_known = registers is not None
     return out
 

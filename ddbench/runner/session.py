@@ -1,4 +1,5 @@
-"""The Session: the one run path behind `ddbench run`, `baseline update`, the pytest plugin, the device check.
+"""The Session: the one run path behind `ddbench run`, `profile`, `baseline update`, the pytest plugin, the
+device check.
 
 Everything that can be refused is refused when the Session is made, before any case runs: suites loaded,
 cases selected (-k, --shard), backends resolved (built-ins, entry points, `module:attr` plug-ins, the
@@ -6,6 +7,9 @@ self-test's mutants) and checked for availability, and every backend that would 
 some bound, or a declared reference — or refused (exit 2). Then `run` executes each case on the backends its
 bounds involve, attaches a diagnosis to failing pairs, times the cases that have a budget, and hands every
 result to the sinks as it finishes.
+
+A modeled run (`SessionOptions.model`) selects cases the same way and resolves no backend: `run_modeled`
+counts each case's launch under the emulation and models it (ddbench/runner/modeled_run.py).
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ from ddbench.explain.mutants import MUTANT_FAMILIES
 from ddbench.results.case_result import CaseResult
 from ddbench.results.document import run_verdict, summary_of
 from ddbench.runner.budgets import budget_for
+from ddbench.runner.emulated_counters import would_be_sampled
 from ddbench.runner.execute import run_case
 from ddbench.runner.graph_group import GraphGroup
+from ddbench.runner.modeled_run import ModeledOutcome, ModeledRun, ModelRequest, ModelSink
 from ddbench.runner.roles import Role, default_backends, lend_bounds, refuse_unjudged, roles_in
 from ddbench.runner.selection import load_suites, require_cases, select_cases
 from ddbench.runner.sinks import Sink
@@ -63,6 +69,7 @@ class SessionOptions:
     device: str | None = None  # e.g. "cuda:1" (a pytest-xdist worker pinned to its GPU)
     diagnose: bool = True
     skip_unavailable: bool = False  # drop unavailable backends (listed in `unavailable`) instead of exit 3
+    model: ModelRequest | None = None  # a modeled run instead of a parity run (run_modeled)
 
 
 @dataclass
@@ -98,6 +105,10 @@ class Session:
         if self.shard and not cases and select_cases(self.suites, options.filter_expr):
             require_cases(cases, options.filter_expr, self.shard)
         require_cases(cases, options.filter_expr)
+        self.modeled: ModeledRun | None = None
+        if options.model is not None:
+            self._prepare_modeled(cases, options.model)
+            return
         self.plugins = self._load_plugins()
         asked = self._asked_names()
         if options.judge_as:
@@ -132,6 +143,17 @@ class Session:
                 self.baselines.file(suite.name)
 
     # --- set-up ---------------------------------------------------------------------------------------
+
+    def _prepare_modeled(self, cases: list[Case], request: ModelRequest) -> None:
+        """A modeled run runs no backend: it counts on the emulation (on the CPU), where it counts at all."""
+        self.modeled = ModeledRun(cases, request)
+        self.cases = self.modeled.cases
+        self.plugins = {}
+        self.roster = self.roles = {}
+        self.not_run, self.unavailable, self.backends = {}, {}, {}
+        self.plan = {c.id: ["cuda-emu"] if request.counts else [] for c in self.cases}
+        self.device = torch.device("cpu")
+        self.baselines = BaselineSet(device_key(self.device), None)
 
     def _load_plugins(self) -> dict[str, Backend]:
         """`module:attr` arguments (of --backend, or inside --backends) -> the backend each loads. A plug-in
@@ -203,8 +225,11 @@ class Session:
         if device_memory is None and self.device.type == "cuda":
             device_memory = torch.cuda.get_device_properties(self.device).total_memory
         refusals, warnings = [], []
+        sampled = {c.id for c in self.cases if self.modeled is not None and would_be_sampled(c)}
         for case_id, estimate in self.estimates().items():
             found = check_estimate(estimate, max_bytes=device_memory)
+            if found is not None and not found.refuse and case_id in sampled:
+                continue  # counted on one CTA per work shape: far quicker than the whole launch estimated
             if found is not None:
                 (refusals if found.refuse else warnings).append(f"{case_id}: {found.reason}")
         return refusals, warnings
@@ -248,6 +273,12 @@ class Session:
             step=step,
             graph_group=self._graph,
         )
+
+    def run_modeled(self, sinks: Sequence[ModelSink] = (), deadline: float | None = None) -> ModeledOutcome:
+        """Every case counted and modeled, in order (a Session made with `SessionOptions.model`)."""
+        if self.modeled is None:
+            raise ValueError("run_modeled needs a Session made with SessionOptions.model")
+        return self.modeled.run(sinks, deadline)
 
     def run(self, sinks: Sequence[Sink] = (), deadline: float | None = None) -> RunOutcome:
         """Every case in order; `deadline` (a perf_counter time) stops before the next case, incomplete."""

@@ -1,0 +1,165 @@
+"""The modeled run: the Session's other kind of run, beside the parity-and-timing one.
+
+Per selected case: one counted launch of the kernel under the CPU emulation, planned for the named GPU (or
+counters given in a file), the model's figures from it (ddbench/model/), and, on request, the plan beside
+its neighbours. Each case becomes a ModeledCase handed to the sinks as it is done; the outcome is judged
+against a model baseline here, stored by ddbench/baselines/model_store.py, printed by ddbench/report/.
+`profile`, `baseline update --model` and the device check's calibration all run through it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ddbench.counters import LaunchCounters, parse_counters
+from ddbench.errors import InputError
+from ddbench.gpus import GpuSpec, gpu_spec
+from ddbench.model.calibration import Calibration, with_what_if
+from ddbench.model.model_baseline import Tolerances, case_tolerances, regressions
+from ddbench.model.profile import CaseProfile
+from ddbench.results.modeled_case import ModeledCase
+from ddbench.runner.emulated_counters import would_be_sampled
+from ddbench.runner.model_plan_sweep import sweep_plan
+from ddbench.runner.model_profiles import calibration_of, model_cases, registers_of
+from ddbench.suite.load import read_json
+from ddbench.suite.model import Case
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """What a modeled run is asked: the GPU and launch it models, and where its counters come from."""
+
+    gpu: str  # a key of ddbench.gpus.GPUS
+    launch_mode: str = "stream"
+    what_if: tuple[str, ...] = ()  # NAME=VALUE table constants set by hand (labelled what-if)
+    counters_file: str | None = None  # counters made elsewhere (case ID -> counters document)
+    registers_file: str | None = None  # a `kernel-check --json` report
+    sanitize: bool = False  # the counted launch under racecheck and memcheck
+    full_only: bool = False  # leave out the cases that would be counted on one CTA per work shape
+    plan_sweep: bool = False  # each case beside the plan's neighbours (one emulated launch a variant)
+
+    @property
+    def counts(self) -> bool:
+        """Whether the run counts launches under the emulation (not when the counters are given)."""
+        return self.counters_file is None or self.plan_sweep
+
+
+class ModelSink(Protocol):
+    """Told of each modeled case as it is done, and of the outcome at the end."""
+
+    def add(self, modeled: ModeledCase) -> None: ...
+
+    def finish(self, outcome: ModeledOutcome) -> None: ...
+
+
+@dataclass(frozen=True)
+class ModelVerdict:
+    """A modeled run against a model baseline: one line per figure that got worse, and notes."""
+
+    regressions: list[str]
+    notes: list[str]
+
+
+@dataclass
+class ModeledOutcome:
+    cases: list[ModeledCase]
+    gpu: GpuSpec
+    calibration: Calibration
+    complete: bool
+    left_out: int = 0  # cases --full-only left out
+    registers_known: bool = False
+    selected: list[Case] = field(default_factory=list)
+
+    @property
+    def profiles(self) -> list[CaseProfile]:
+        return [c.profile for c in self.cases]
+
+    @property
+    def dirty(self) -> list[ModeledCase]:
+        """Cases whose counted launch the sanitizer found a race or an out-of-range access in."""
+        return [c for c in self.cases if c.sanitizer is not None and not c.sanitizer.clean]
+
+    def judge(self, baseline_file: str, tolerances: Tolerances) -> ModelVerdict:
+        """Regressions against a stored model baseline; a case's suite budget (its `model` limits for this
+        GPU) replaces `tolerances` for that case."""
+        from_budgets = case_tolerances(self.selected, self.gpu.key)
+        baseline = read_json(Path(baseline_file), what="model baseline")
+        found, notes = regressions(
+            self.profiles,
+            baseline,
+            self.gpu.key,
+            self.calibration.label,
+            tolerances,
+            baseline_file,
+            from_budgets,
+        )
+        if from_budgets:
+            notes.insert(
+                0, f"{len(from_budgets)} case(s) judged by their budgets' model limits ({self.gpu.key})"
+            )
+        return ModelVerdict(found, notes)
+
+
+class ModeledRun:
+    """A modeled run, prepared: everything that can be refused (the GPU, --what-if, the counters file,
+    --full-only leaving nothing) is refused here, before any case is counted."""
+
+    def __init__(self, cases: Sequence[Case], request: ModelRequest) -> None:
+        self.request = request
+        self.gpu = gpu_spec(request.gpu)
+        self.calibration = with_what_if(calibration_of(self.gpu), request.what_if)
+        kept = list(cases)
+        if request.full_only and request.counters_file is None:
+            kept = [c for c in cases if not would_be_sampled(c)]
+            if not kept:
+                raise InputError("--full-only: every selected case would be sampled", path="--full-only")
+        self.left_out = len(cases) - len(kept)
+        self.cases = kept
+        self.given = (
+            None if request.counters_file is None else _counters_from_file(request.counters_file, kept)
+        )
+
+    def run(self, sinks: Sequence[ModelSink] = (), deadline: float | None = None) -> ModeledOutcome:
+        """Every case in order; `deadline` (a perf_counter time) stops before the next case, incomplete."""
+        r = self.request
+        registers = registers_of(self.gpu.arch, r.registers_file) if r.plan_sweep else None
+        done: list[ModeledCase] = []
+        complete = True
+        known = False
+        for case in self.cases:
+            if deadline is not None and time.perf_counter() > deadline:
+                complete = False
+                break
+            given = None if self.given is None else {case.id: self.given[case.id]}
+            modeled = model_cases(
+                [case], self.gpu, self.calibration, r.launch_mode, given, r.registers_file, r.sanitize
+            )
+            known = modeled.registers_known
+            (one,) = modeled.cases
+            if r.plan_sweep:
+                sweep = sweep_plan(case, self.gpu, self.calibration, r.launch_mode, registers)
+                one = dataclasses.replace(one, plan_sweep=sweep)
+            done.append(one)
+            for sink in sinks:
+                sink.add(one)
+        outcome = ModeledOutcome(
+            done, self.gpu, self.calibration, complete, self.left_out, known, list(self.cases)
+        )
+        for sink in sinks:
+            sink.finish(outcome)
+        return outcome
+
+
+def _counters_from_file(path: str, cases: Sequence[Case]) -> dict[str, LaunchCounters]:
+    doc = read_json(Path(path), what="counters file")
+    if not isinstance(doc, Mapping):
+        raise InputError("must be an object of case ID -> counters document", file=path)
+    missing = [c.id for c in cases if c.id not in doc]
+    if missing:
+        raise InputError(f"no counters for {len(missing)} selected case(s), first {missing[0]!r}", file=path)
+    return {c.id: parse_counters(doc[c.id], path, at=f"[{c.id!r}]") for c in cases}
