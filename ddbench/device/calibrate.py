@@ -28,8 +28,9 @@ from ddbench.errors import BackendUnavailable
 from ddbench.gpus import GpuSpec, gpu_key_of_device, gpu_spec
 from ddbench.model.calibration import UNCALIBRATED, CaseError, fit_constants, measured_entry, with_entry
 from ddbench.model.profile import CaseProfile
-from ddbench.runner.emulated_counters import emulated_counters
-from ddbench.runner.model_profiles import CALIBRATION_FILE, model_cases, registers_of
+from ddbench.runner import Session, SessionOptions
+from ddbench.runner.model_profiles import CALIBRATION_FILE
+from ddbench.runner.modeled_run import ModelRequest
 
 MEASURED = "cold_cuda_median_us"  # the latency row's figure the model is fitted to
 TRITON_MEASURED = "cold_triton_median_us"  # and the Triton model's scale
@@ -45,17 +46,20 @@ def calibrate(
     gpu = gpu_spec(key)
     passed = [r for r in rows if r.get("cold_status") == "pass"]  # a kernel whose parity failed is no datum
     measured = {r["case"]: r[MEASURED] for r in passed if MEASURED in r}
-    cases = [c for _, c in latency_cases() if c.id in measured]
-    if not cases:
+    picked = [(path, c) for path, c in latency_cases() if c.id in measured]
+    if not picked:
         return {"ok": False, "error": "no case has a measured cuda time to calibrate with"}
-    # counted once, refitted many times
-    counters = {c.id: emulated_counters(c, gpu, sanitize=False).counters for c in cases}
-    registers = registers_of(gpu.arch)
+    cases = [c for _, c in picked]
+    # counted once (a modeled run of the Session), refitted many times on the same counts
+    options = SessionOptions(
+        suites=tuple(dict.fromkeys(path for path, _ in picked)),
+        case_ids=tuple(c.id for c in cases),
+        model=ModelRequest(key, launch_mode="graph"),
+    )
+    counted = Session(options).run_modeled()
 
     def profiles(spec: GpuSpec) -> list[CaseProfile]:
-        return model_cases(
-            cases, spec, UNCALIBRATED, launch_mode="graph", given=counters, registers=registers
-        ).profiles
+        return counted.remodel(spec, UNCALIBRATED)
 
     def modeled_us(spec: GpuSpec) -> list[float]:
         return [p.launch.modeled_us for p in profiles(spec)]

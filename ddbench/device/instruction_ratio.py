@@ -35,8 +35,8 @@ from ddbench.errors import InputError
 from ddbench.gpus import gpu_key_of_device, gpu_spec
 from ddbench.kernel.cuda_build import kernel_sources_hash
 from ddbench.model.warp_instructions import with_issue_count
-from ddbench.runner.emulated_counters import emulated_counters
-from ddbench.runner.model_profiles import sass_of
+from ddbench.runner import Session, SessionOptions
+from ddbench.runner.modeled_run import ModelRequest
 
 INSTRUCTIONS = "smsp__inst_executed.sum"
 KERNEL_PREFIXES = (("verify_attention_kernel", "verify"), ("combine_parts_kernel", "combine"))
@@ -281,13 +281,14 @@ def measure(report: Mapping[str, Any], csv_text: str, source_text: str | None = 
     missing = [i for i in ncu["cases"] if i not in by_id]
     if missing:
         raise InputError(f"no case {missing[0]!r} in this tree's suite", file=suite)
-    cases = [by_id[i] for i in ncu["cases"]]
     launches = ncu_launches(csv_text, RAW_CSV)  # the pages read before minutes of emulation
     pages = ncu_source_counts(source_text, SOURCE_CSV) if source_text is not None else []
     executed = source_pages(pages, launches, SOURCE_CSV) if source_text is not None else []
     gpu = gpu_spec(key)
-    counted = [(c.id, emulated_counters(c, gpu, sanitize=False).counters) for c in cases]
-    sass = sass_of(gpu.arch)
+    options = SessionOptions(suites=(suite,), case_ids=tuple(ncu["cases"]), model=ModelRequest(key))
+    outcome = Session(options).run_modeled()
+    counted = [(c.case_id, c.counters) for c in outcome.cases if c.counters is not None]
+    sass = outcome.sass
 
     def modeled(kernel: KernelCounters) -> ModeledLaunch | None:
         _, issue = with_issue_count(kernel, gpu, sass)

@@ -5,9 +5,10 @@ document (`profile --json`) the cases make together. Every time in it is modeled
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from ddbench.counters import LaunchCounters
 from ddbench.gpus import GpuSpec
 from ddbench.model.calibration import Calibration
 from ddbench.model.profile import CaseProfile
@@ -35,6 +36,8 @@ class ModeledCase:
     sanitizer: SanitizerVerdict | None = None  # None: the sanitizer did not run
     sampled: bool = False  # counted on one CTA per work shape: unique DRAM bytes derived from addresses
     plan_sweep: PlanSweep | None = None
+    # what was counted, kept so the same launch can be modeled again on other figures (a calibration's fit)
+    counters: LaunchCounters | None = field(default=None, compare=False, repr=False)
 
     @property
     def case_id(self) -> str:

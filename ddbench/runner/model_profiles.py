@@ -35,7 +35,12 @@ CALIBRATION_FILE = Path(__file__).resolve().parents[1] / "model" / "calibration.
 @dataclass
 class ModeledCases:
     cases: list[ModeledCase] = field(default_factory=list)
-    registers_known: bool = False
+    registers: Mapping[str, int] | None = None  # by kernel name, where known
+    sass: Mapping[str, KernelSass] | None = None
+
+    @property
+    def registers_known(self) -> bool:
+        return self.registers is not None
 
     @property
     def profiles(self) -> list[CaseProfile]:
@@ -86,11 +91,12 @@ def model_cases(
             launch.source,
             launch.sanitizer,
             launch.dram_bytes_from_addresses,
+            counters=launch.counters,
         )
         out.cases.append(modeled)
         if each is not None:
             each(modeled)
-    out.registers_known = registers is not None
+    out.registers, out.sass = registers, sass
     return out
 
 

@@ -19,13 +19,15 @@ from typing import Protocol
 from ddbench.counters import LaunchCounters, parse_counters
 from ddbench.errors import InputError
 from ddbench.gpus import GpuSpec, gpu_spec
-from ddbench.model.calibration import Calibration, with_what_if
+from ddbench.kernel.sass_map import KernelSass
+from ddbench.model.calibration import UNCALIBRATED, Calibration, with_what_if
+from ddbench.model.floor import CaseShape
 from ddbench.model.model_baseline import Tolerances, case_tolerances, regressions
-from ddbench.model.profile import CaseProfile
+from ddbench.model.profile import CaseProfile, profile_case
 from ddbench.results.modeled_case import ModeledCase
 from ddbench.runner.emulated_counters import would_be_sampled
 from ddbench.runner.model_plan_sweep import sweep_plan
-from ddbench.runner.model_profiles import calibration_of, model_cases, registers_of
+from ddbench.runner.model_profiles import ModeledCases, calibration_of, model_cases, registers_of
 from ddbench.suite.load import read_json
 from ddbench.suite.model import Case
 
@@ -72,8 +74,36 @@ class ModeledOutcome:
     calibration: Calibration
     complete: bool
     left_out: int = 0  # cases --full-only left out
-    registers_known: bool = False
+    registers: Mapping[str, int] | None = None  # by kernel name, where known (ptxas or --registers)
+    sass: Mapping[str, KernelSass] | None = None  # the kernels' SASS maps, where nvcc and nvdisasm run
     selected: list[Case] = field(default_factory=list)
+    launch_mode: str = "stream"
+
+    @property
+    def registers_known(self) -> bool:
+        return self.registers is not None
+
+    def remodel(self, gpu: GpuSpec, calibration: Calibration = UNCALIBRATED) -> list[CaseProfile]:
+        """The same counted launches modeled again on other figures (a calibration's fit tries many)."""
+        by_id = {c.id: c for c in self.selected}
+        out = []
+        for modeled in self.cases:
+            if modeled.counters is None:
+                raise ValueError(f"{modeled.case_id}: no counters kept to model again")
+            shape = CaseShape.of(by_id[modeled.case_id])
+            out.append(
+                profile_case(
+                    modeled.case_id,
+                    shape,
+                    modeled.counters,
+                    gpu,
+                    self.registers,
+                    calibration,
+                    self.launch_mode,
+                    self.sass,
+                )
+            )
+        return out
 
     @property
     def profiles(self) -> list[CaseProfile]:
@@ -130,7 +160,7 @@ class ModeledRun:
         registers = registers_of(self.gpu.arch, r.registers_file) if r.plan_sweep else None
         done: list[ModeledCase] = []
         complete = True
-        known = False
+        known: ModeledCases | None = None
         for case in self.cases:
             if deadline is not None and time.perf_counter() > deadline:
                 complete = False
@@ -139,7 +169,7 @@ class ModeledRun:
             modeled = model_cases(
                 [case], self.gpu, self.calibration, r.launch_mode, given, r.registers_file, r.sanitize
             )
-            known = modeled.registers_known
+            known = modeled
             (one,) = modeled.cases
             if r.plan_sweep:
                 sweep = sweep_plan(case, self.gpu, self.calibration, r.launch_mode, registers)
@@ -148,7 +178,15 @@ class ModeledRun:
             for sink in sinks:
                 sink.add(one)
         outcome = ModeledOutcome(
-            done, self.gpu, self.calibration, complete, self.left_out, known, list(self.cases)
+            done,
+            self.gpu,
+            self.calibration,
+            complete,
+            self.left_out,
+            None if known is None else known.registers,
+            None if known is None else known.sass,
+            list(self.cases),
+            r.launch_mode,
         )
         for sink in sinks:
             sink.finish(outcome)

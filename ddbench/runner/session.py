@@ -53,6 +53,7 @@ class SessionOptions:
     max_cases: int = DEFAULT_MAX_CASES  # per suite file, counted before expanding
     allow_capture_dirs: tuple[str, ...] = ()  # folders besides each suite's own that captures may come from
     filter_expr: str | None = None
+    case_ids: tuple[str, ...] | None = None  # exactly these cases, in this order (the device check's picks)
     shard: str | None = None
     backends: tuple[str, ...] | None = None  # names or module:attr; None: each case's own
     plugins: tuple[str, ...] = ()  # `--backend module:attr`: added to every case
@@ -105,6 +106,8 @@ class Session:
         if self.shard and not cases and select_cases(self.suites, options.filter_expr):
             require_cases(cases, options.filter_expr, self.shard)
         require_cases(cases, options.filter_expr)
+        if options.case_ids is not None:
+            cases = _picked(cases, options.case_ids, options.suites)
         self.modeled: ModeledRun | None = None
         if options.model is not None:
             self._prepare_modeled(cases, options.model)
@@ -295,6 +298,16 @@ class Session:
         for sink in sinks:
             sink.finish(results, complete)
         return RunOutcome(results, complete, dict(self.not_run))
+
+
+def _picked(cases: Sequence[Case], ids: Sequence[str], suites: Sequence[str]) -> list[Case]:
+    by_id = {c.id: c for c in cases}
+    missing = [i for i in ids if i not in by_id]
+    if missing:
+        raise InputError(f"no case {missing[0]!r} in {', '.join(suites)}", path="case_ids")
+    if not ids:
+        raise InputError("no case picked", path="case_ids")
+    return [by_id[i] for i in ids]
 
 
 def _running(roles: dict[str, dict[str, Role]]) -> dict[str, list[str]]:
