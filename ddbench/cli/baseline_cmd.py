@@ -36,7 +36,7 @@ from ddbench.cli.common import (
 from ddbench.cli.model_baseline_update import (
     diff_model_files,
     is_model_baseline,
-    require_parity,
+    require_parity_of,
     write_model_baseline,
 )
 from ddbench.cli.progress import ProgressSink
@@ -171,16 +171,7 @@ def _update_model(
     (suite,) = modeled.suites
     path = model_baseline_path(root, gpu_key, suite.name)
     check_replaceable(path, gpu_key)  # refused before any work
-    if parity_from is None:
-        session = Session(options)
-
-        def parity() -> list:
-            with ProgressSink(stderr, len(session.cases)) as progress:
-                return session.run([progress]).results
-
-        require_parity(session.cases, parity, path, stderr)
-    else:
-        require_parity(modeled.cases, parity_from, path, stderr)
+    require_parity_of(modeled.cases, parity_from, options, path, stderr)
     outcome = modeled.run_modeled()
     print_model_notes(stdout, outcome.cases, outcome.left_out, outcome.registers_known)
     write_model_baseline(path, outcome, bool(options.filter_expr), stdout)

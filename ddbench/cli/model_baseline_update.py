@@ -10,6 +10,7 @@ the stored file unchanged. With `-k` only the selected cases are replaced; the o
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -20,11 +21,13 @@ from rich.table import Table
 
 from ddbench.baselines.model_parity import kernel_parity_refusals, refusals_from_results
 from ddbench.baselines.model_store import store_model_baseline
+from ddbench.cli.progress import ProgressSink
 from ddbench.errors import InputError
 from ddbench.model.baseline_diff import ModelDiff, diff_model_baselines
 from ddbench.model.model_baseline import BASELINE_KIND, Tolerances, baseline_document
 from ddbench.results.case_result import CaseResult
 from ddbench.results.read import read_results
+from ddbench.runner import Session, SessionOptions
 from ddbench.runner.modeled_run import ModeledOutcome
 from ddbench.suite.load import read_json
 from ddbench.suite.model import Case
@@ -59,6 +62,23 @@ def require_parity(cases: Sequence[Case], parity: ParitySource, path: Path, err:
             highlight=False,
         )
         raise click.exceptions.Exit(EXIT_REFUSED)
+
+
+def require_parity_of(
+    cases: Sequence[Case], parity_from: str | None, options: SessionOptions, path: Path, err: Console
+) -> None:
+    """`require_parity` on the results file given, else on a parity run of `options` made now (each
+    case's own backends, untimed)."""
+    if parity_from is not None:
+        require_parity(cases, parity_from, path, err)
+        return
+    session = Session(dataclasses.replace(options, model=None, timing=False))
+
+    def parity() -> list[CaseResult]:
+        with ProgressSink(err, len(session.cases)) as progress:
+            return session.run([progress]).results
+
+    require_parity(session.cases, parity, path, err)
 
 
 def write_model_baseline(path: Path, outcome: ModeledOutcome, keep_others: bool, out: Console) -> None:

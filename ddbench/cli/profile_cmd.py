@@ -16,8 +16,8 @@ import click
 from ddbench.atomic import check_writable
 from ddbench.baselines.model_store import check_replaceable
 from ddbench.cli.common import stderr, stdout
-from ddbench.cli.model_baseline_update import require_parity, write_model_baseline
-from ddbench.cli.progress import ModelProgressSink, ProgressSink
+from ddbench.cli.model_baseline_update import require_parity_of, write_model_baseline
+from ddbench.cli.progress import ModelProgressSink
 from ddbench.errors import InputError
 from ddbench.gpus import GPUS
 from ddbench.kernel.build import find_kernels_dir
@@ -183,8 +183,8 @@ def profile_command(
     request = ModelRequest(
         gpu_key, launch_mode, what_if, counters_path, registers_path, sanitize, full_only, plan_sweep
     )
-    parity_options = SessionOptions(suites=suites, filter_expr=filter_expr, timing=False)
-    session = Session(SessionOptions(suites=suites, filter_expr=filter_expr, model=request))
+    options = SessionOptions(suites=suites, filter_expr=filter_expr, model=request)
+    session = Session(options)
     if update_path:
         check_replaceable(Path(update_path), gpu_key)  # refused before any work
     refusals, warnings = session.check_estimates(int(max_memory * 1e9) if max_memory else None)
@@ -206,16 +206,7 @@ def profile_command(
     print_sweeps(stdout, [c.plan_sweep for c in outcome.cases if c.plan_sweep is not None], gpu.name)
     if update_path:
         path = Path(update_path)
-        if parity_from is None:
-            parity_session = Session(parity_options)
-
-            def parity() -> list:
-                with ProgressSink(stderr, len(parity_session.cases)) as progress:
-                    return parity_session.run([progress]).results
-
-            require_parity(outcome.selected, parity, path, stderr)
-        else:
-            require_parity(outcome.selected, parity_from, path, stderr)
+        require_parity_of(outcome.selected, parity_from, options, path, stderr)
         write_model_baseline(path, outcome, bool(filter_expr), stdout)
     if baseline_path:
         verdict = outcome.judge(baseline_path, Tolerances(max_modeled_regression, max_cuda_over_triton))
