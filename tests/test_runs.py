@@ -136,6 +136,21 @@ def test_relative_bound_without_its_peer_is_not_judged():
     assert pair.verdict.status == PASS and "no_worse_than triton not judged" in pair.verdict.reasons[0]
 
 
+def test_a_pair_that_compared_nothing_is_not_judged():
+    """Every limit holds over 0 elements, which proves nothing: such a pair is left unjudged (skipped, with
+    the reason), so a run of only such pairs ends "nothing judged", never "passed"."""
+    from ddbench.metrics import SKIPPED
+    from ddbench.results.case_result import BackendRun
+    from ddbench.runner.execute import _judge_pairs
+
+    case = _case()
+    empty = torch.zeros(0, case.heads_per_rank, 512, dtype=torch.bfloat16)
+    runs = {n: BackendRun(n, empty, 0.0) for n in ("reference", "reference-fp64", "triton")}
+    pairs = _judge_pairs(case, runs)
+    assert pairs and all(p.verdict.status == SKIPPED and p.figures is None for p in pairs)
+    assert "compared nothing: the outputs hold 0 elements" in pairs[0].verdict.reasons[0]
+
+
 def test_each_case_runs_only_its_own_backends(tmp_path):
     document = {
         "name": "own",

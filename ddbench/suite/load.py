@@ -158,11 +158,11 @@ def _resolved(raws: list[RawCase], suite: str, file: str, captures: CaptureLoade
         try:
             infos = captures(name)
         except InputError as err:
-            reason = f"{err.file}: {err.reason}" if err.file else err.reason
+            # err.message keeps the capture file and the tensor or metadata field the reader blamed.
             yield (
                 raw,
                 None,
-                [InputError(f"capture {name!r}: {reason}", file=file, path=raw.origin("capture"))],
+                [InputError(f"capture {name!r}: {err.message}", file=file, path=raw.origin("capture"))],
             )
             continue
         for info in infos:
