@@ -17,11 +17,12 @@ from rich.markup import escape
 from rich.table import Table
 
 from ddbench.atomic import check_writable, write_atomic, write_json_atomic
-from ddbench.cli.common import load_suites, require_cases, select_cases, stdout
+from ddbench.cli.common import FiniteFloatRange, load_suites, require_cases, select_cases, stdout
 from ddbench.errors import InputError
 from ddbench.gpus import GPUS, gpu_spec
 from ddbench.kernel.build import find_kernels_dir
 from ddbench.model.calibration import with_what_if
+from ddbench.model.counters_input import parse_counters
 from ddbench.model.kernel_time import LAUNCH_MODES
 from ddbench.model.model_baseline import Tolerances, baseline_document, case_tolerances, regressions
 from ddbench.model.profile import (
@@ -47,6 +48,8 @@ def _counters_from_file(path: str, cases: list[Case]) -> dict[str, Mapping[str, 
     missing = [c.id for c in cases if c.id not in doc]
     if missing:
         raise InputError(f"no counters for {len(missing)} selected case(s), first {missing[0]!r}", file=path)
+    for c in cases:  # checked here, where the file is known, so an error names it
+        parse_counters(doc[c.id], source=path, at=f"{c.id}.")
     return {c.id: doc[c.id] for c in cases}
 
 
@@ -139,14 +142,14 @@ def _source_lines() -> dict[str, str]:
 )
 @click.option(
     "--max-modeled-regression",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     default=0.01,
     show_default=True,
     help="With --baseline: modeled-µs growth allowed, relative (a case's budget `model` limits win).",
 )
 @click.option(
     "--max-cuda-over-triton",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     help="With --baseline: a ceiling on the modeled cuda/triton ratio (a case's budget `model` limits win).",
 )
 @click.option(
@@ -277,9 +280,9 @@ def profile_command(
         if from_budgets:
             notes.insert(0, f"{len(from_budgets)} case(s) judged by their budgets' model limits ({gpu.key})")
         for note in notes:
-            stdout.print(f"note: {note}", highlight=False)
+            stdout.print(f"note: {note}", highlight=False, markup=False)  # it quotes the file's calibration
         for line in found:
-            stdout.print(f"[bold red]REGRESSED[/] {line}", highlight=False)
+            stdout.print(f"[bold red]REGRESSED[/] {escape(line)}", highlight=False)
         if found:
             raise click.exceptions.Exit(1)
         stdout.print(f"model baseline: no regression in {len(profiles)} cases", highlight=False)

@@ -194,12 +194,15 @@ def parse_kernel(doc: Any, path: str) -> KernelCounters:
     return kernel
 
 
-def parse_counters(doc: Any, source: str = "counters") -> list[KernelCounters]:
-    """Every kernel of one launch; `source` names the file (or case) in errors."""
+def parse_counters(doc: Any, source: str = "counters", at: str = "") -> list[KernelCounters]:
+    """Every kernel of one launch; `source` names the file (or case) in errors, `at` the document's path in
+    that file (a --counters file holds one document per case ID)."""
     kernels = doc.get("kernels") if isinstance(doc, Mapping) else None
     if isinstance(kernels, (str, bytes)) or not isinstance(kernels, Sequence):
-        raise InputError("the counters must be an object with a 'kernels' list", file=source)
+        raise InputError("must be an object with a 'kernels' list", file=source, path=at or None)
+    if not kernels:  # a launch runs at least one kernel; none would model as 0 µs and pass every gate
+        raise InputError("is empty: a launch runs at least one kernel", file=source, path=f"{at}kernels")
     try:
-        return [parse_kernel(k, f"kernels[{i}]") for i, k in enumerate(kernels)]
+        return [parse_kernel(k, f"{at}kernels[{i}]") for i, k in enumerate(kernels)]
     except InputError as err:
         raise InputError(err.reason, file=source, path=err.path) from None
