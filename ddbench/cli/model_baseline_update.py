@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ddbench.atomic import write_json_atomic
+from ddbench.atomic import check_writable, write_json_atomic
 from ddbench.baselines.model_parity import kernel_parity_refusals, refusals_from_results
 from ddbench.errors import InputError
 from ddbench.gpus import gpu_spec
@@ -59,6 +59,9 @@ def update_model_baseline(
 ) -> None:
     """`parity`: a results file an earlier run wrote, or the run to make now (each case's own backends)."""
     path = model_baseline_path(root, gpu_key, suite)
+    # Before any work: a folder in the way (model-<gpu> a file) or a stored file that is a symlink loop or a
+    # device would otherwise fail at the write, a traceback after minutes of modeling.
+    check_writable(path, "--model")
     if isinstance(parity, str):
         refused = refusals_from_results([c.id for c in cases], read_results(parity), parity)
     else:
