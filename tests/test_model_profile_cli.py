@@ -239,6 +239,16 @@ def test_registers_out_of_range_name_the_file_and_field(inputs, registers):
     assert "regs.json: [0].kernels[0].registers: " in result.output
 
 
+def test_a_registers_report_whose_kernels_are_not_a_list_names_the_field(inputs):
+    tmp, _ = inputs
+    report = json.loads((tmp / "regs.json").read_text())
+    report[0]["kernels"] = 5
+    (tmp / "regs.json").write_text(json.dumps(report))
+    result = _run("--counters", str(tmp / "counters.json"), "--registers", str(tmp / "regs.json"))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "regs.json: [0].kernels: must be a list of kernels" in result.output
+
+
 @pytest.mark.parametrize("option", ["--max-modeled-regression", "--max-cuda-over-triton"])
 @pytest.mark.parametrize("value", ["nan", "inf"])
 def test_a_limit_that_is_not_finite_is_refused(inputs, option, value):

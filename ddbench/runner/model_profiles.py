@@ -96,7 +96,10 @@ def registers_of(arch: str, path: str | None = None) -> dict[str, int] | None:
         found = {}
         for i, report in enumerate(reports):
             if isinstance(report, Mapping) and report.get("arch") == arch:
-                for j, k in enumerate(report.get("kernels", [])):
+                kernels = report.get("kernels", [])
+                if not isinstance(kernels, list):  # `"kernels": 5` made enumerate() raise a TypeError
+                    raise InputError("must be a list of kernels", file=path, path=f"[{i}].kernels")
+                for j, k in enumerate(kernels):
                     if not isinstance(k, Mapping) or "registers" not in k:
                         raise InputError(
                             "a kernel needs 'name' and 'registers'", file=path, path=f"[{i}].kernels[{j}]"
