@@ -48,8 +48,6 @@ def report_command(
     """Plot latency vs prefix length and the parity error of a results file; with only --markdown, write
     just the summary."""
     document = read_results(results)
-    if bandwidth_gbs is not None and bandwidth_gbs <= 0:
-        raise InputError(f"must be positive, got {bandwidth_gbs:g}", path="--bandwidth-gbs")
     if outputs_dir is not None and not Path(outputs_dir).is_dir():
         raise InputError("no such folder", file=outputs_dir, path="--outputs")
     if markdown_path and markdown_path != "-":
