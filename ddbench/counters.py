@@ -448,6 +448,8 @@ def parse_counters(doc: object, file: str | None = None, at: str = "$") -> Launc
     kernels = doc.get("kernels") if isinstance(doc, dict) else None
     if not isinstance(kernels, list):
         raise r.fail(at, "the counters must be an object with a 'kernels' list")
+    if not kernels:  # a launch runs at least one kernel; none would model as 0 µs and pass every gate
+        raise r.fail(f"{at}.kernels", "is empty: a launch runs at least one kernel")
     return LaunchCounters(tuple(_kernel(r, k, f"{at}.kernels[{i}]") for i, k in enumerate(kernels)))
 
 

@@ -448,6 +448,123 @@ def test_a_damaged_capture_names_the_file(kind, tmp_path):
     assert str(path) in caught.value.message and DAMAGE[kind] in caught.value.message
 
 
+def _hostile(kind: str) -> bytes:
+    """The shipped capture (bs 1, 9 draft tokens, 8 heads, a 100-row pool) with one header field or tensor
+    set to what a hostile or broken writer could put there; the checksum is kept consistent."""
+    tensors, meta = _parts()
+    if kind.startswith("max_len_extend"):
+        meta["max_len_extend"] = {"max_len_extend 1e9": 10**9, "max_len_extend 1e30": 10**30}[kind]
+    elif kind == "page_size 1e30":
+        meta["page_size"] = 10**30
+    elif kind == "0 heads":
+        for name in ("q_extend", OUTPUT_TENSOR):
+            tensors[name] = tensors[name][:, :0].contiguous()
+    elif kind in ("0 draft tokens", "batch size 0"):
+        for name in ("q_extend", "k_extend", "v_extend", OUTPUT_TENSOR, "out_cache_loc", "custom_mask"):
+            tensors[name] = tensors[name][:0].contiguous()
+        keep = 1 if kind == "batch size 0" else 2
+        for name in ("qo_indptr", "mask_indptr", "kv_indptr"):
+            tensors[name] = (
+                torch.zeros(keep, dtype=tensors[name].dtype)
+                if name != "kv_indptr"
+                else (tensors[name][:keep].contiguous())
+            )
+        if kind == "batch size 0":
+            tensors["kv_indices"] = tensors["kv_indices"][:0].contiguous()
+        meta["max_len_extend"] = 0
+    else:
+        raise AssertionError(kind)
+    return encode_capture(tensors, meta)
+
+
+HOSTILE = {
+    "max_len_extend 1e9": ("metadata.max_len_extend", "above the 9 draft tokens of q_extend"),
+    "max_len_extend 1e30": ("metadata.max_len_extend", "above the 9 draft tokens of q_extend"),
+    "page_size 1e30": ("metadata.page_size", "above the 100 rows of k_buffer"),
+    "0 heads": ("q_extend", "0 heads"),
+    "0 draft tokens": ("qo_indptr", "request 0 has 0 draft tokens"),
+    "batch size 0": ("qo_indptr", "no request (batch size 0)"),
+}
+
+
+@pytest.mark.parametrize("kind", list(HOSTILE))
+def test_header_fields_that_size_work_are_held_to_the_tensors(kind, tmp_path):
+    """A field a backend sizes its work by, or a call with nothing in it, is refused when the file is read
+    (validate, list, run), naming the file and the field: before, validate said ok and cuda-emu went to
+    16 GB, Triton hung, or a comparison of 0 elements passed."""
+    path = tmp_path / "hostile.safetensors"
+    path.write_bytes(_hostile(kind))
+    field, reason = HOSTILE[kind]
+    with pytest.raises(InputError) as caught:
+        read_capture(path)
+    assert (caught.value.file, caught.value.path) == (str(path), field)
+    assert reason in caught.value.reason
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"name": "h", "cases": [{"capture": path.name}]}))
+    result = invoke("validate", suite)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"{path}: {field}: " in result.output and reason in result.output
+
+
+def test_a_suite_names_the_tensor_a_capture_breaks(tmp_path):
+    """The suite's message carries the capture's own location (file and tensor), as capture-info does."""
+    tensors, meta = _parts()
+    tensors["out_cache_loc"] = tensors["out_cache_loc"] + 10_000
+    path = tmp_path / "broken.safetensors"
+    path.write_bytes(encode_capture(tensors, meta))
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"name": "h", "cases": [{"capture": path.name}]}))
+    result = invoke("validate", suite)
+    assert result.exit_code == 2
+    assert f"{path}: out_cache_loc: index out of range" in result.output
+
+
+def test_the_estimate_counts_max_len_extend_as_backends_do(tmp_path):
+    """A backend sizes its work by max_len_extend (Triton's query blocks, the mask words per row), so a
+    replayed case's q_len, which the estimate reads, is that field rather than the longest q_len."""
+    from ddbench.inputs.suite_file import load_suite_file
+
+    tensors, meta = _parts()
+    assert meta["max_len_extend"] == 9
+    tensors["q_extend"] = torch.cat([tensors["q_extend"]] * 2)  # a second request of the same 9 tokens
+    path = tmp_path / "wide.safetensors"
+    meta["max_len_extend"] = 12  # legal: at most the 18 draft tokens there are
+    wide = dict(tensors)
+    t = 9
+    wide["qo_indptr"] = torch.tensor([0, t, 2 * t], dtype=tensors["qo_indptr"].dtype)
+    prefix = int(tensors["kv_indptr"][-1])
+    wide["kv_indptr"] = torch.tensor([0, prefix, 2 * prefix], dtype=tensors["kv_indptr"].dtype)
+    wide["kv_indices"] = torch.cat([tensors["kv_indices"]] * 2)
+    wide["out_cache_loc"] = torch.cat([tensors["out_cache_loc"]] * 2)
+    wide["k_extend"] = torch.cat([tensors["k_extend"]] * 2)
+    wide["v_extend"] = torch.cat([tensors["v_extend"]] * 2)
+    wide[OUTPUT_TENSOR] = torch.cat([tensors[OUTPUT_TENSOR]] * 2)
+    wide["custom_mask"] = torch.cat([tensors["custom_mask"]] * 2)
+    mask = int(tensors["mask_indptr"][-1])
+    wide["mask_indptr"] = torch.tensor([0, mask, 2 * mask], dtype=tensors["mask_indptr"].dtype)
+    path.write_bytes(encode_capture(wide, meta))
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"name": "h", "cases": [{"capture": path.name}]}))
+    (case,) = load_suite_file(suite).cases
+    assert case.q_lens == (9, 9) and case.q_len == 12
+
+
+def test_a_uint8_mask_runs_like_a_bool_one(tmp_path):
+    """The format allows a uint8 custom_mask (what some servers pass); every backend runs it."""
+    tensors, meta = _parts()
+    tensors["custom_mask"] = tensors["custom_mask"].to(torch.uint8)
+    path = tmp_path / "u8.safetensors"
+    path.write_bytes(encode_capture(tensors, meta))
+    suite = tmp_path / "suite.json"
+    bounds = [{"candidate": "captured", "against": "reference-fp64", "max_row_ulp": 3.0}]
+    bounds.append({"candidate": "cuda-emu", "against": "captured", "max_row_ulp": 3.0})
+    document = {"name": "h", "defaults": {"parity": bounds}, "cases": [{"capture": path.name}]}
+    suite.write_text(json.dumps(document))
+    result = invoke("run", suite, "--backends", "reference-fp64,captured,cuda-emu")
+    assert result.exit_code == 0, result.output
+    assert "2 pass" in result.output or "passed" in result.output
+
+
 def test_tree_from_mask_accepts_only_ancestor_masks():
     tree = one_case({**KIMI_TP8, "prefix": 0, "tree": {"kind": "ddtree", "budget": 8}}).tree
     from ddbench.trees import build_tree

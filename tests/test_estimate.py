@@ -72,6 +72,15 @@ def test_the_case_that_asked_for_19_gb_is_refused_before_it_runs():
     assert "exceeds the limit 16.0 GB" in refusal.reason
 
 
+def test_a_case_the_kernel_cannot_plan_is_estimated_and_refused_not_a_traceback():
+    """Schema-valid and beyond the kernel's 32-bit unit count: `list` and `run --dry-run` raised
+    "ValueError: more work units than 32 bits" from the plan inside the estimate."""
+    case = one_case(layout={"tp": 1}, batch_size=4096, prefix=1048576, tree={"kind": "chain", "length": 16})
+    estimate = estimate_case(case, ["reference-fp64", "cuda-emu"], "cpu")
+    refusal = check_estimate(estimate, max_bytes=16 * GB)
+    assert refusal is not None and refusal.refuse
+
+
 def test_triton_block_iterations_count_prefix_and_causal_draft_blocks():
     # 2 requests, 8 heads, q_len 33 (2 query blocks): prefix 64 -> 2 blocks per query block, draft 1 + 2.
     case = one_case(batch_size=2, prefix=64, tree={"kind": "ddtree", "budget": 32})
@@ -132,3 +141,18 @@ def test_a_gpu_run_checks_the_host_side_against_the_machine(monkeypatch):
     fits = Estimate(bytes=100 * GB, seconds=1.0, host_bytes=10 * GB, device="cuda")
     assert check_estimate(fits, max_bytes=141 * GB) is None
     assert check_estimate(fits, max_bytes=80 * GB).refuse
+
+
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_memory_limit_that_is_not_finite_is_a_usage_error(value):
+    """NaN passed click's range check and reached the estimate's comparison (a traceback)."""
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from ddbench.cli.main import cli
+
+    smoke = Path(__file__).resolve().parents[1] / "suites" / "smoke.json"
+    result = CliRunner().invoke(cli, ["run", str(smoke), "--dry-run", "--max-memory", value])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "'--max-memory'" in result.output

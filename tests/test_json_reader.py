@@ -98,3 +98,15 @@ def test_results_files_go_through_the_same_reader(tmp_path):
     path.write_text('{"format": "ddbench-results", "n": ' + "1" * 5000 + "}")
     with pytest.raises(InputError, match="5000 digits"):
         read_results(path)
+
+
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_non_finite_numbers_are_refused_naming_the_field(tmp_path, token):
+    """Python's reader takes these as floats; a NaN limit or figure compares false and turns a gate off."""
+    path = tmp_path / "suite.json"
+    path.write_text('{"name": "s", "cases": [{"prefix": 3, "parity": [{"max_row_ulp": ' + token + "}]}]}")
+    with pytest.raises(InputError) as caught:
+        read_json(path)
+    assert caught.value.file == str(path) and caught.value.path == "cases[0].parity[0].max_row_ulp"
+    assert "not a finite number" in caught.value.reason
+    _cli_refuses(path, "cases[0].parity[0].max_row_ulp", "not a finite number")

@@ -108,3 +108,36 @@ def test_invalid_inputs_exit_2(shards, tmp_path):
     assert result.exit_code == 2 and "no such file" in result.output
     with pytest.raises(InputError, match="nothing to merge"):
         merge_results([])
+
+
+def test_a_case_verdict_is_recomputed_from_its_pairs(shards, tmp_path):
+    """A file whose case says "pass" over a failing pair merged as "1 pass; complete"."""
+    forged = load(shards["1"])
+    case = forged["cases"][0]
+    case["pairs"][0]["status"] = "fail"
+    case["pairs"][0]["reasons"] = ["max_row_ulp 9 > 3"]
+    assert case["status"] == "pass"  # the case's own word, left as the forger wrote it
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(forged))
+    out = tmp_path / "merged.json"
+    result = CliRunner().invoke(cli, ["merge", str(path), str(shards["2"]), "-o", str(out)])
+    merged = load(out)
+    assert {c["id"]: c["status"] for c in merged["cases"]}[case["id"]] == "fail"
+    assert merged["summary"] == {"pass": 6, "fail": 1}
+    assert result.exit_code == 0 and "(1 fail, 6 pass; complete)" in result.output
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_a_results_file_with_a_non_finite_number_is_refused_and_nothing_written(shards, tmp_path, value):
+    """merge read NaN figures and wrote them back as NaN tokens, which no JSON reader but Python's takes."""
+    text = json.dumps(load(shards["1"]))
+    assert '"max_row_ulp": ' in text
+    head, tail = text.split('"max_row_ulp": ', 1)
+    number_end = min(i for i in (tail.find(","), tail.find("}")) if i >= 0)
+    path = tmp_path / "nan.json"
+    path.write_text(f'{head}"max_row_ulp": {value}{tail[number_end:]}')
+    out = tmp_path / "merged.json"
+    result = CliRunner().invoke(cli, ["merge", str(path), str(shards["2"]), "-o", str(out)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"{path}: cases[0].case.parity[0].max_row_ulp: is " in result.output
+    assert "not a finite number" in result.output and not out.exists()

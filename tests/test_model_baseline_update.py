@@ -119,6 +119,40 @@ def test_a_filtered_update_keeps_the_other_cases_and_shows_the_change(tmp_path, 
     assert stored.read_bytes() == before
 
 
+def test_a_stored_baseline_of_nan_is_refused_and_left_alone(tmp_path, parity_results):
+    """`update -k` kept the stored cases it did not model: NaN ones were written back as NaN tokens."""
+    stored = tmp_path / "model-rtx-pro-6000" / "smoke.json"
+    stored.parent.mkdir()
+    document = json.loads(COMMITTED.read_text())
+    _first(document)["modeled_us"] = float("nan")
+    stored.write_text(json.dumps(document))
+    before = stored.read_bytes()
+    args = ["baseline", "update", SMOKE, "-k", PICK, "--model", "rtx-pro-6000", "--root", tmp_path]
+    result = _invoke(*args, "--parity-from", parity_results)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert (
+        f"{stored}: cases." in result.output and ".modeled_us: is nan: not a finite number" in result.output
+    )
+    assert stored.read_bytes() == before
+
+
+@pytest.mark.parametrize("blocker", ["folder is a file", "symlink loop"])
+def test_an_unwritable_model_baseline_is_refused_before_any_work(tmp_path, blocker):
+    """Both failed at the write, with a traceback, after the whole suite was modeled."""
+    if blocker == "folder is a file":
+        (tmp_path / "model-h200").write_text("not a folder")
+        expect = "is not a folder"
+    else:
+        (tmp_path / "model-h200").mkdir()
+        (tmp_path / "model-h200" / "smoke.json").symlink_to("smoke.json")
+        expect = "refusing to replace it"
+    args = ["baseline", "update", SMOKE, "-k", PICK, "--model", "h200", "--root", tmp_path]
+    result = _invoke(*args, "--parity-from", tmp_path / "no-results.json")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "model-h200" in result.output and expect in result.output
+    assert (tmp_path / "model-h200").is_file() or (tmp_path / "model-h200" / "smoke.json").is_symlink()
+
+
 def _tampered(tmp_path: Path, change) -> Path:
     document = json.loads(COMMITTED.read_text())
     change(document)
@@ -170,8 +204,14 @@ def test_diff_judges_modeled_time_by_the_tolerance_and_only_under_one_calibratio
     ("change", "where"),
     [
         (lambda d: d.update(gpu="h200"), "gpu: a baseline for 'h200', not 'rtx-pro-6000'"),
-        (lambda d: _first(d).update(waves="two"), ".waves: must be a number >= 0"),
+        (lambda d: _first(d).update(waves="two"), ".waves: must be a number"),
         (lambda d: d.update(format_version=9), "format_version: format_version 1 expected"),
+        # true == 1 in Python; the format's version is the number 1
+        (lambda d: d.update(format_version=True), "format_version: format_version 1 expected (got True)"),
+        # NaN and Infinity compare false with every limit: "0 regression(s)" against a 10x worse file
+        (lambda d: _first(d).update(modeled_us=float("nan")), ".modeled_us: is nan: not a finite number"),
+        (lambda d: _first(d).update(l2_bytes=float("inf")), ".l2_bytes: is inf: not a finite number"),
+        (lambda d: d.update(calibration=["x"]), "calibration: must be a string"),
     ],
 )
 def test_diff_of_a_bad_model_baseline_exits_2_naming_file_and_field(tmp_path, change, where):
@@ -222,14 +262,3 @@ def test_profile_update_needs_the_kernels_parity(tmp_path, parity_results):
         "profile", SMOKE, "-k", PICK, "--update-baseline", tmp_path / "b.json", "--parity-from", failed
     )
     assert ran.exit_code == 1 and "refused:" in ran.output and not (tmp_path / "b.json").exists()
-
-
-def test_a_model_folder_that_is_a_file_or_a_looping_baseline_is_refused_before_any_work(tmp_path):
-    (tmp_path / "model-h200").write_text("not a folder")
-    ran = _invoke("baseline", "update", SMOKE, "-k", PICK, "--model", "h200", "--root", tmp_path)
-    assert ran.exit_code == 2 and "is not a folder" in ran.output, ran.output
-    loop = tmp_path / "loop" / "model-h200"
-    loop.mkdir(parents=True)
-    (loop / "smoke.json").symlink_to(loop / "smoke.json")
-    ran = _invoke("baseline", "update", SMOKE, "-k", PICK, "--model", "h200", "--root", tmp_path / "loop")
-    assert ran.exit_code == 2 and "refusing to replace it" in ran.output, ran.output

@@ -76,8 +76,8 @@ BAD = [
     ),
     (
         '{"gpu": "h200", "max_modeled_regression": NaN}',
-        "cases[0].budget",
-        "max_modeled_regression must be a finite number, got nan",
+        "cases[0].budget.model.max_modeled_regression",
+        "is nan: not a finite number",
     ),
 ]
 

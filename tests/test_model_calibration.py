@@ -67,6 +67,11 @@ def test_fitted_constants_and_measured_errors():
         (_doc({"label": "x", "constants": {"warp_speed": 9}}), "unknown constants"),
         (_doc({"label": "x", "constants": {"dram_gbs": -1}}), "gpus.rtx-pro-6000.constants.dram_gbs"),
         (_doc({"label": "x", "errors": [{"case": "a", "measured_us": 0, "modeled_us": 1}]}), "measured_us"),
+        # Infinity passed `> 0`; 0.5 SMs became 0 and divided the model by zero; a number is not a list
+        (_doc({"label": "x", "constants": {"sms": float("inf")}}), "constants.sms: is inf, not a finite"),
+        (_doc({"label": "x", "constants": {"sms": 0.5}}), "constants.sms: is 0.5; sms counts"),
+        (_doc({"label": "x", "errors": 3}), "gpus.rtx-pro-6000.errors: must be a list"),
+        ({"format_version": True, "gpus": {}}, "format_version"),
     ],
 )
 def test_a_bad_calibration_names_the_file_and_field(doc, where):
@@ -98,6 +103,7 @@ def test_a_what_if_sets_constants_by_hand_and_says_it_is_no_measurement():
         ("issue_per_clk=0", "not a positive number"),
         ("issue_per_clk=nan", "not a positive number"),
         ("issue_per_clk=inf", "not a positive number"),
+        ("sms=0.5", "sms counts, so it must be a whole number"),  # was int(0.5) = 0 SMs: ZeroDivisionError
     ],
 )
 def test_a_bad_what_if_names_the_option_and_the_reason(assignment, reason):

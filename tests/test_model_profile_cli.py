@@ -214,6 +214,121 @@ def test_bad_counters_name_the_field(inputs):
     assert f"[{cases[0].id!r}].kernels[0].ctas: missing" in result.output
 
 
+def test_counters_with_no_kernel_are_refused(inputs):
+    """A launch of no kernel modeled as 0 µs and passed every gate."""
+    tmp, cases = inputs
+    doc = json.loads((tmp / "counters.json").read_text())
+    doc[cases[0].id]["kernels"] = []
+    (tmp / "counters.json").write_text(json.dumps(doc))
+    result = _run("--counters", str(tmp / "counters.json"), "--registers", str(tmp / "regs.json"))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"counters.json: [{cases[0].id!r}].kernels: is empty: a launch runs at least one kernel" in (
+        result.output
+    )
+
+
+@pytest.mark.parametrize("registers", [0, -1, 256, 1.5, "many"])
+def test_registers_out_of_range_name_the_file_and_field(inputs, registers):
+    """0 registers divided the occupancy model by zero (a traceback)."""
+    tmp, _ = inputs
+    report = json.loads((tmp / "regs.json").read_text())
+    report[0]["kernels"][0]["registers"] = registers  # sm_120: the default GPU's
+    (tmp / "regs.json").write_text(json.dumps(report))
+    result = _run("--counters", str(tmp / "counters.json"), "--registers", str(tmp / "regs.json"))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "regs.json: [0].kernels[0].registers: " in result.output
+
+
+def test_a_registers_report_whose_kernels_are_not_a_list_names_the_field(inputs):
+    tmp, _ = inputs
+    report = json.loads((tmp / "regs.json").read_text())
+    report[0]["kernels"] = 5
+    (tmp / "regs.json").write_text(json.dumps(report))
+    result = _run("--counters", str(tmp / "counters.json"), "--registers", str(tmp / "regs.json"))
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "regs.json: [0].kernels: must be a list of kernels" in result.output
+
+
+@pytest.mark.parametrize("option", ["--max-modeled-regression", "--max-cuda-over-triton"])
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_a_limit_that_is_not_finite_is_refused(inputs, option, value):
+    """NaN passes click's range check and then no regression could ever exceed it."""
+    tmp, _ = inputs
+    result = _run("--counters", str(tmp / "counters.json"), option, value)
+    assert result.exit_code == 2 and f"Invalid value for '{option}': {value} is not a finite number" in (
+        result.output
+    )
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"), [("0.5", "must be a whole number"), ("0", "not a positive number")]
+)
+def test_a_what_if_count_must_be_a_whole_positive_number(inputs, value, reason):
+    """sms=0.5 became 0 SMs: a ZeroDivisionError."""
+    tmp, _ = inputs
+    common = ["--counters", str(tmp / "counters.json"), "--registers", str(tmp / "regs.json")]
+    result = _run(*common, "--what-if", f"sms={value}")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "--what-if" in result.output and reason in result.output
+
+
+@pytest.fixture(scope="module")
+def parity_results(tmp_path_factory):
+    """A normal run of the picked cases: the parity a model baseline is written after."""
+    path = tmp_path_factory.mktemp("run") / "results.json"
+    result = CliRunner().invoke(cli, ["run", SMOKE, "-k", PICK, "--json", str(path)])
+    assert result.exit_code == 0, result.output[-2000:]
+    return path
+
+
+def _model_baseline(inputs, parity_results, **changes) -> tuple[list[str], str]:
+    """A model baseline of the picked cases (written by profile itself), changed by hand."""
+    tmp, _ = inputs
+    common = [
+        "--counters",
+        str(tmp / "counters.json"),
+        "--registers",
+        str(tmp / "regs.json"),
+        "--gpu",
+        "h200",
+    ]
+    base = tmp / "base.json"
+    result = _run(*common, "--update-baseline", str(base), "--parity-from", str(parity_results))
+    assert result.exit_code == 0, result.output
+    doc = json.loads(base.read_text())
+    for key, value in changes.items():
+        if key == "modeled_us":
+            for entry in doc["cases"].values():
+                entry[key] = value
+        else:
+            doc[key] = value
+    base.write_text(json.dumps(doc))
+    return common, str(base)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_a_model_baseline_of_nan_is_refused_not_passed(inputs, parity_results, value):
+    """A NaN modeled time compared false with every limit: "no regression" against anything."""
+    common, base = _model_baseline(inputs, parity_results, modeled_us=value)
+    result = _run(*common, "--baseline", base)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "base.json: cases." in result.output and ".modeled_us: is " in result.output
+
+
+def test_a_model_baseline_with_format_version_true_is_refused(inputs, parity_results):
+    common, base = _model_baseline(inputs, parity_results, format_version=True)
+    result = _run(*common, "--baseline", base)
+    assert result.exit_code == 2 and "base.json: format_version: format_version 1 expected" in result.output
+
+
+def test_a_calibration_label_is_printed_as_text_not_markup(inputs, parity_results):
+    """The note quoting a baseline's calibration raised rich's MarkupError on "[/oops]"."""
+    common, base = _model_baseline(inputs, parity_results, calibration="[/oops] [bold]x")
+    result = _run(*common, "--baseline", base)
+    assert result.exit_code == 0, result.output
+    assert "'[/oops] [bold]x'" in result.output
+
+
 def test_an_unwritable_output_is_refused_before_any_work(inputs, tmp_path):
     tmp, _ = inputs
     result = _run("--counters", str(tmp / "counters.json"), "--json", str(tmp_path))

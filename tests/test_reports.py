@@ -274,6 +274,9 @@ def test_report_without_timing_explains_the_missing_plot(runs):
 
 def test_report_refuses_a_bad_bandwidth_or_outputs_folder(runs, tmp_path):
     assert run_cli("report", str(runs["timed"]), "--bandwidth-gbs", "0").exit_code == 2
+    for value in ("nan", "inf"):  # NaN slipped past `<= 0` and drew no floor, silently
+        result = run_cli("report", str(runs["timed"]), "--bandwidth-gbs", value)
+        assert result.exit_code == 2 and f"{value} is not a finite number" in result.output
     result = run_cli("report", str(runs["timed"]), "--outputs", str(tmp_path / "none"))
     assert result.exit_code == 2 and "no such folder" in result.output
 

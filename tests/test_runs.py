@@ -100,6 +100,34 @@ def test_an_interrupted_run_keeps_every_finished_case(tmp_path, monkeypatch):
     assert not list(tmp_path.glob(".results.json.*"))  # no temporary file left behind
 
 
+def test_a_save_outputs_folder_replaced_by_a_file_stops_the_run_and_says_why(tmp_path, monkeypatch):
+    """A traceback (FileExistsError) before; now exit 2 naming the folder, and the results file holds the
+    finished cases and says the run is incomplete."""
+    import ddbench.runner.sinks as sinks
+
+    saved, real = tmp_path / "outputs", sinks.save_outputs
+
+    def replaced_then_saved(directory, result):
+        if saved.is_dir():  # someone replaces the folder by a file while the run goes on
+            for child in saved.iterdir():
+                child.unlink()
+            saved.rmdir()
+            saved.write_text("not a folder")
+        return real(directory, result)
+
+    monkeypatch.setattr(sinks, "save_outputs", replaced_then_saved)
+    suite = tmp_path / "s.json"
+    suite.write_text(json.dumps(SUITE))
+    out = tmp_path / "results.json"
+    args = ["run", str(suite), "--json", str(out), "--save-outputs", str(saved), "--no-timing"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert f"{saved}: --save-outputs: is no longer a folder: cannot save the outputs of" in result.output
+    document = json.loads(out.read_text())
+    assert document["complete"] is False and len(document["cases"]) == 2  # of 3: the second could not save
+    assert saved.read_text() == "not a folder"  # the file that took its place is left alone
+
+
 def _case():
     return parse_suite(SUITE, "t").cases[0]
 
@@ -134,6 +162,21 @@ def test_relative_bound_without_its_peer_is_not_judged():
     result = run_case(case, backends, torch.device("cpu"))
     (pair,) = result.pairs  # the absolute limits are judged; the relative one says it could not be
     assert pair.verdict.status == PASS and "no_worse_than triton not judged" in pair.verdict.reasons[0]
+
+
+def test_a_pair_that_compared_nothing_is_not_judged():
+    """Every limit holds over 0 elements, which proves nothing: such a pair is left unjudged (skipped, with
+    the reason), so a run of only such pairs ends "nothing judged", never "passed"."""
+    from ddbench.metrics import SKIPPED
+    from ddbench.results.case_result import BackendRun
+    from ddbench.runner.execute import _judge_pairs
+
+    case = _case()
+    empty = torch.zeros(0, case.heads_per_rank, 512, dtype=torch.bfloat16)
+    runs = {n: BackendRun(n, empty, 0.0) for n in ("reference", "reference-fp64", "triton")}
+    pairs = _judge_pairs(case, runs)
+    assert pairs and all(p.verdict.status == SKIPPED and p.figures is None for p in pairs)
+    assert "compared nothing: the outputs hold 0 elements" in pairs[0].verdict.reasons[0]
 
 
 def test_each_case_runs_only_its_own_backends(tmp_path):

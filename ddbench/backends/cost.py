@@ -161,9 +161,12 @@ def _reference_working_bytes(case: Case, accumulate: int) -> int:
 
 def _custom_kernel_working_bytes(case: Case, footprint: InputFootprint) -> int:
     """Marshaling (int64 slot arithmetic over every key, the mask's bit expansion) and the parts' buffer."""
-    plan = plan_launch(case.batch_size, case.heads_per_rank, case.q_len, footprint.tokens)
+    try:
+        plan = plan_launch(case.batch_size, case.heads_per_rank, case.q_len, footprint.tokens)
+        workspace = plan.workspace_parts * plan.block_m * PART_ROW_BYTES
+    except ValueError:  # a case the kernel cannot plan (more work units than it counts): the launch refuses
+        workspace = 0  # it before allocating its parts, and an estimate must not crash `list` or --dry-run
     mask_bits = case.total_q * -(-case.q_len // MASK_WORD_BITS) * MASK_WORD_BITS
-    workspace = plan.workspace_parts * plan.block_m * PART_ROW_BYTES
     return 10 * footprint.tokens * INDEX_BYTES + 3 * mask_bits * INDEX_BYTES + workspace
 
 

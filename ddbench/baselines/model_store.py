@@ -31,11 +31,7 @@ def stored_model_baseline(path: Path) -> Mapping[str, Any] | None:
     if not path.exists() and not path.is_symlink():
         return None
     try:
-        document = read_json(path, what="model baseline")
-    except InputError as err:
-        raise InputError(f"{err.reason}; refusing to replace it", file=str(path)) from None
-    try:
-        return check_baseline(document, str(path))
+        return check_baseline(read_json(path, what="model baseline"), str(path))
     except InputError as err:
         raise InputError(f"{err.reason}; refusing to replace it", file=str(path), path=err.path) from None
 

@@ -22,6 +22,7 @@ from ddbench.atomic import write_atomic
 from ddbench.baselines.entry import BaselineEntry, EntryProblem
 from ddbench.baselines.file_lock import exclusive_lock
 from ddbench.errors import InputError
+from ddbench.suite.load import refuse_nonfinite
 from ddbench.timing.stats import LatencyStats
 
 FORMAT = "ddbench-baseline"
@@ -84,7 +85,7 @@ def read_json_bounded(path: Path, limit: int = MAX_BASELINE_BYTES) -> Any:
     try:
         with path.open("rb") as handle:
             raw = handle.read(limit + 1)
-        return json.loads(raw.decode("utf-8"))
+        document = json.loads(raw.decode("utf-8"))
     except OSError as err:
         raise InputError(f"cannot read: {err.strerror}", file=str(path)) from None
     except UnicodeDecodeError:
@@ -99,6 +100,8 @@ def read_json_bounded(path: Path, limit: int = MAX_BASELINE_BYTES) -> Any:
     ) as err:  # a 5000-digit integer; nesting deeper than the parser's stack
         reason = "nested too deeply" if isinstance(err, RecursionError) else str(err)[:200]
         raise InputError(f"not usable JSON: {reason}", file=str(path)) from None
+    refuse_nonfinite(document, str(path))
+    return document
 
 
 def baseline_from_json(document: Any, file: str) -> BaselineFile:

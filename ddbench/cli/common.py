@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from typing import TypeVar
@@ -17,6 +18,17 @@ def colour_settings(env: Mapping[str, str]) -> dict[str, object]:
     """NO_COLOR (https://no-color.org: set and not empty) wins over FORCE_COLOR: rich alone still writes
     escape codes with both set. None means no escape codes at all, colour or bold."""
     return {"color_system": None} if env.get("NO_COLOR") else {}
+
+
+class FiniteFloatRange(click.FloatRange):
+    """click's FloatRange that refuses NaN and infinity: NaN passes its range checks (every comparison with
+    NaN is false), and a NaN limit or tolerance turns off the gate it sets."""
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{number} is not a finite number.", param, ctx)
+        return number
 
 
 # Files and CI logs get wide tables: case IDs are long, and folding them makes them impossible to grep.
@@ -52,17 +64,18 @@ def timing_override_options(command: F) -> F:
     """`--max-rel-noise` and `--max-seconds`: the suite's timing settings, overridden for one command."""
     command = click.option(
         "--max-seconds",
-        type=click.FloatRange(min=0.0, min_open=True),
+        type=FiniteFloatRange(min=0.0, min_open=True),
         help="Override timing.max_seconds: sampling time per case (more lowers the noise of a slow case).",
     )(command)
     return click.option(
         "--max-rel-noise",
-        type=click.FloatRange(min=0.0, min_open=True),
+        type=FiniteFloatRange(min=0.0, min_open=True),
         help="Override timing.max_rel_noise: the IQR/median above which a timing may not become a baseline.",
     )(command)
 
 
 __all__ = [
+    "FiniteFloatRange",
     "load_suites",
     "require_cases",
     "select_cases",

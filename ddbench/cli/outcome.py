@@ -22,4 +22,8 @@ def print_outcome(outcome: RunOutcome, json_path: str | None = None) -> None:
     where = f" (results: {Path(json_path)})" if json_path else ""
     stdout.print(f"{outcome.verdict}: {counts_text(outcome.summary)}{where}", highlight=False)
     if outcome.verdict == "nothing judged":
-        stderr.print("no parity bound could be judged: the backends its pairs name were not run")
+        stderr.print(
+            "no parity bound could be judged: the backends its pairs name were not run, "
+            "or their outputs held nothing to compare (see 'not judged' above)",
+            highlight=False,
+        )

@@ -15,7 +15,7 @@ import click
 
 from ddbench.atomic import check_writable
 from ddbench.baselines.model_store import check_replaceable
-from ddbench.cli.common import stderr, stdout
+from ddbench.cli.common import FiniteFloatRange, stderr, stdout
 from ddbench.cli.model_baseline_update import require_parity_of, write_model_baseline
 from ddbench.cli.progress import ModelProgressSink
 from ddbench.errors import InputError
@@ -92,7 +92,7 @@ def _source_lines() -> dict[str, str]:
 )
 @click.option(
     "--max-memory",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteFloatRange(min=0.0, min_open=True),
     metavar="GB",
     help="Refuse cases whose counted launch is estimated to need more (default: half this machine's memory).",
 )
@@ -101,14 +101,14 @@ def _source_lines() -> dict[str, str]:
 )
 @click.option(
     "--max-modeled-regression",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     default=0.01,
     show_default=True,
     help="With --baseline: modeled-µs growth allowed, relative (a case's budget `model` limits win).",
 )
 @click.option(
     "--max-cuda-over-triton",
-    type=click.FloatRange(min=0),
+    type=FiniteFloatRange(min=0),
     help="With --baseline: a ceiling on the modeled cuda/triton ratio (a case's budget `model` limits win).",
 )
 @click.option(

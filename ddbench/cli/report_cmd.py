@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from ddbench.atomic import check_writable, check_writable_folder, write_atomic
-from ddbench.cli.common import stderr
+from ddbench.cli.common import FiniteFloatRange, stderr
 from ddbench.errors import InputError
 from ddbench.report.markdown_summary import summary_markdown
 from ddbench.results.read import read_results
@@ -29,7 +29,7 @@ def default_out_dir(results: str) -> Path:
 @click.option("--markdown", "markdown_path", help="Write the markdown summary here ('-': standard output).")
 @click.option(
     "--bandwidth-gbs",
-    type=float,
+    type=FiniteFloatRange(min=0.0, min_open=True),
     help="Device memory bandwidth in GB/s for the latency floor (default: known GPUs by name).",
 )
 @click.option(
@@ -48,8 +48,6 @@ def report_command(
     """Plot latency vs prefix length and the parity error of a results file; with only --markdown, write
     just the summary."""
     document = read_results(results)
-    if bandwidth_gbs is not None and bandwidth_gbs <= 0:
-        raise InputError(f"must be positive, got {bandwidth_gbs:g}", path="--bandwidth-gbs")
     if outputs_dir is not None and not Path(outputs_dir).is_dir():
         raise InputError("no such folder", file=outputs_dir, path="--outputs")
     if markdown_path and markdown_path != "-":

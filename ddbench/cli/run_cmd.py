@@ -5,7 +5,13 @@ from __future__ import annotations
 import click
 
 from ddbench.backends.registry import split_names
-from ddbench.cli.common import stderr, stdout, suite_file_options, timing_override_options
+from ddbench.cli.common import (
+    FiniteFloatRange,
+    stderr,
+    stdout,
+    suite_file_options,
+    timing_override_options,
+)
 from ddbench.cli.outcome import print_outcome
 from ddbench.cli.plan_table import plan_table
 from ddbench.cli.progress import ProgressSink
@@ -71,7 +77,7 @@ from ddbench.timing.settings import MODES
 )
 @click.option(
     "--max-memory",
-    type=click.FloatRange(min=0.0, min_open=True),
+    type=FiniteFloatRange(min=0.0, min_open=True),
     metavar="GB",
     help="Refuse cases estimated to need more (default: half this machine's memory; a GPU's own memory).",
 )

@@ -158,12 +158,9 @@ def _parse_metadata(raw: Any, file: str) -> dict[str, Any]:
             file=file,
             path="metadata.format_version",
         )
-    if metadata["page_size"] < 1 or metadata["max_len_extend"] < 0:
-        raise InputError(
-            f"page_size {metadata['page_size']} / max_len_extend {metadata['max_len_extend']} out of range",
-            file=file,
-            path="metadata",
-        )
+    for key, least in (("page_size", 1), ("max_len_extend", 0)):
+        if metadata[key] < least:
+            raise InputError(f"{metadata[key]} is below {least}", file=file, path=f"metadata.{key}")
     if not _SHA256.fullmatch(metadata["tensor_sha256"]):
         raise InputError("is not a hex SHA-256", file=file, path="metadata.tensor_sha256")
     return metadata
@@ -193,6 +190,8 @@ def _check_tensors(tensors: dict[str, torch.Tensor], file: str) -> None:
                 f"shape {tuple(t.shape)} has rank {t.dim()}, expected {rank}", file=file, path=name
             )
     total_q, heads = tensors["q_extend"].shape[:2]
+    if heads < 1:  # no attention head: nothing a kernel computes, and no case can describe it
+        raise InputError(f"shape {tuple(tensors['q_extend'].shape)} has 0 heads", file=file, path="q_extend")
     expect = (total_q, heads, HEAD_DIM_V)
     for name in (OUTPUT_TENSOR, CANDIDATE_TENSOR):
         t = tensors.get(name)
@@ -204,6 +203,30 @@ def _check_tensors(tensors: dict[str, torch.Tensor], file: str) -> None:
             )
         if tuple(t.shape) != expect:
             raise InputError(f"shape {tuple(t.shape)}, expected {expect}", file=file, path=name)
+
+
+def _check_sizing_fields(x: VerifyInputs, file: str) -> None:
+    """Header numbers that size a backend's work, held to the tensors they describe.
+
+    A backend allocates and launches by `max_len_extend` (mask words per query row, Triton's query blocks)
+    and pages the pool by `page_size`; neither is seen in the tensors, so an absurd value would pass every
+    tensor check and then hang or exhaust memory. SGLang passes the longest request's draft count and a page
+    no larger than its pool, so those are the bounds.
+    """
+    total_q, pool = x.q_extend.shape[0], x.k_buffer.shape[0]
+    if x.max_len_extend > max(total_q, 1):
+        raise InputError(
+            f"{x.max_len_extend} is above the {total_q} draft tokens of q_extend (it is the longest "
+            "request's draft count, which sizes every backend's work)",
+            file=file,
+            path="metadata.max_len_extend",
+        )
+    if x.page_size > max(pool, 1):
+        raise InputError(
+            f"{x.page_size} is above the {pool} rows of k_buffer (a page must fit in the pool)",
+            file=file,
+            path="metadata.page_size",
+        )
 
 
 def _inputs(tensors: dict[str, torch.Tensor], metadata: dict[str, Any], file: str) -> VerifyInputs:
@@ -226,12 +249,25 @@ def _inputs(tensors: dict[str, torch.Tensor], metadata: dict[str, Any], file: st
         page_size=metadata["page_size"],
         is_causal=metadata["is_causal"],
     )
-    if x.qo_indptr.numel() < 1:
-        raise InputError("is empty; it needs batch size + 1 entries", file=file, path="qo_indptr")
+    if x.qo_indptr.numel() < 2:
+        raise InputError(
+            f"has {x.qo_indptr.numel()} entries: no request (batch size 0), so no call to replay; "
+            "it needs batch size + 1 entries",
+            file=file,
+            path="qo_indptr",
+        )
     check_inputs(x, source=file)
+    _check_sizing_fields(x, file)
     q_lens = tuple(int(n) for n in (x.qo_indptr[1:] - x.qo_indptr[:-1]).tolist())
     prefix_lens = tuple(int(n) for n in (x.kv_indptr[1:] - x.kv_indptr[:-1]).tolist())
-    if q_lens and max(q_lens) > x.max_len_extend:
+    if min(q_lens) < 1:  # a verify call gives every request its draft tokens; no case holds q_len 0
+        raise InputError(
+            f"request {q_lens.index(0)} has 0 draft tokens (q_lens {list(q_lens)[:8]}): "
+            "nothing of it to verify",
+            file=file,
+            path="qo_indptr",
+        )
+    if max(q_lens) > x.max_len_extend:
         raise InputError(
             f"{x.max_len_extend} is below the longest request's {max(q_lens)} draft tokens "
             "(the kernel would leave rows unwritten)",

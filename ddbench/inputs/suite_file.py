@@ -86,7 +86,7 @@ def _info(path: Path) -> CaptureInfo:
         sm_scale=x.sm_scale,
         batch_size=x.batch_size,
         prefix_lens=tuple(x.prefix_lens),
-        q_len=max(x.q_lens),
+        q_len=x.max_len_extend,  # what a backend sizes its work by, so the estimate counts that
         q_lens=tuple(x.q_lens),
         page_size=x.page_size,
         parents=tuple(x.trees[0].parents) if x.trees else None,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddbench.errors import InputError
+from ddbench.finite import number_problem
 from ddbench.gpus import GpuSpec
 
 FORMAT_VERSION = 1
@@ -68,10 +69,22 @@ class Calibration:
 UNCALIBRATED = Calibration(UNCALIBRATED_LABEL)
 
 
-def _number(value: Any, path: str, source: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise InputError("must be a positive number", file=source, path=path)
+def _number(value: Any, path: str, source: str | None) -> float:
+    """A positive finite number (Infinity passes `> 0`, and would model every case at 0 µs or forever)."""
+    if problem := number_problem(value, above=0):
+        raise InputError(problem, file=source, path=path)
     return value
+
+
+def _constant(name: str, value: Any, path: str, source: str | None) -> float:
+    """A table constant: a positive finite number, and a whole one for the counts (0.5 SMs would become 0
+    and divide the model by zero)."""
+    number = _number(value, path, source)
+    if name in INTEGER_CONSTANTS and number != int(number):
+        raise InputError(
+            f"is {number:g}; {name} counts, so it must be a whole number", file=source, path=path
+        )
+    return number
 
 
 def _typed(constants: dict[str, float]) -> dict[str, float]:
@@ -94,7 +107,10 @@ def with_what_if(calibration: Calibration, assignments: Sequence[str]) -> Calibr
             number = math.nan
         if not 0 < number < math.inf:
             raise InputError(f"{assignment!r}: {value!r} is not a positive number", path="--what-if")
-        changed[name] = number
+        try:
+            changed[name] = _constant(name, number, "--what-if", None)
+        except InputError as err:
+            raise InputError(f"{assignment!r}: {err.reason}", path="--what-if") from None
     if not changed:
         return calibration
     said = ", ".join(f"{k}={v:g}" for k, v in changed.items())
@@ -104,7 +120,8 @@ def with_what_if(calibration: Calibration, assignments: Sequence[str]) -> Calibr
 
 def calibration_for(doc: Any, gpu_key: str, source: str) -> Calibration:
     """The calibration of `gpu_key` in a calibration document; UNCALIBRATED when it holds none."""
-    if not isinstance(doc, Mapping) or doc.get("format_version") != FORMAT_VERSION:
+    version = doc.get("format_version") if isinstance(doc, Mapping) else None
+    if isinstance(version, bool) or version != FORMAT_VERSION:
         raise InputError(
             f"not a calibration document (format_version {FORMAT_VERSION} expected)", file=source
         )
@@ -125,9 +142,12 @@ def calibration_for(doc: Any, gpu_key: str, source: str) -> Calibration:
         raise InputError(
             f"unknown constants {unknown} (known: {sorted(_TUNABLE)})", file=source, path=f"{path}.constants"
         )
-    fitted = _typed({k: _number(v, f"{path}.constants.{k}", source) for k, v in constants.items()})
+    fitted = _typed({k: _constant(k, v, f"{path}.constants.{k}", source) for k, v in constants.items()})
+    listed = entry.get("errors", [])
+    if not isinstance(listed, list):
+        raise InputError("must be a list of measured cases", file=source, path=f"{path}.errors")
     errors = []
-    for i, e in enumerate(entry.get("errors", [])):
+    for i, e in enumerate(listed):
         epath = f"{path}.errors[{i}]"
         if not isinstance(e, Mapping) or not isinstance(e.get("case"), str):
             raise InputError("must be an object with a 'case' ID", file=source, path=epath)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddbench.errors import InputError
+from ddbench.finite import number_problem
 from ddbench.model.profile import CaseProfile
 from ddbench.suite.model import Case
 from ddbench.suite.model_budget import ModelBudget
@@ -78,16 +79,24 @@ def baseline_document(profiles: Sequence[CaseProfile], gpu_key: str, calibration
 def check_baseline(doc: Any, source: str) -> Mapping[str, Any]:
     if not isinstance(doc, Mapping) or doc.get("kind") != BASELINE_KIND:
         raise InputError(f'not a model baseline ("kind": "{BASELINE_KIND}" expected)', file=source)
-    if doc.get("format_version") != FORMAT_VERSION:
-        raise InputError(f"format_version {FORMAT_VERSION} expected", file=source, path="format_version")
+    version = doc.get("format_version")
+    if isinstance(version, bool) or version != FORMAT_VERSION:  # true == 1 in Python, not in the format
+        raise InputError(
+            f"format_version {FORMAT_VERSION} expected (got {version!r:.40})",
+            file=source,
+            path="format_version",
+        )
+    if not isinstance(doc.get("calibration", ""), str):
+        raise InputError("must be a string", file=source, path="calibration")
     cases = doc.get("cases")
     if not isinstance(cases, Mapping):
         raise InputError("must be an object of case ID -> entry", file=source, path="cases")
     for case_id, entry in cases.items():
         for field in (*EXACT_FIELDS, "modeled_us", "modeled_cuda_over_triton"):
             value = entry.get(field) if isinstance(entry, Mapping) else None
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise InputError("must be a number >= 0", file=source, path=f"cases.{case_id}.{field}")
+            # NaN compares false with every limit: a NaN figure would make every regression check pass.
+            if problem := number_problem(value, minimum=0):
+                raise InputError(problem, file=source, path=f"cases.{case_id}.{field}")
     return doc
 
 

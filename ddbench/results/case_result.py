@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,28 @@ class PairResult:
         return out | ({"diagnosis": self.diagnosis} if self.diagnosis is not None else {})
 
 
+def case_status(error: bool, pair_statuses: Iterable[str], backend_failed: bool, latency_failed: bool) -> str:
+    """A case's status from what it holds: an error anywhere, else a failing pair or latency budget, else
+    pass when a pair passed, else skipped (nothing judged). The one rule, for a run and for a merge."""
+    statuses = set(pair_statuses)
+    if error or ERROR in statuses or backend_failed:
+        return ERROR
+    if FAIL in statuses or latency_failed:
+        return FAIL
+    return PASS if PASS in statuses else SKIPPED
+
+
+def case_status_of(case: Mapping[str, Any]) -> str:
+    """`case_status` of a case as a results file holds it (already checked against the schema)."""
+    latency = case.get("latency")
+    return case_status(
+        bool(case.get("error")),
+        [p["status"] for p in case.get("pairs", [])],
+        any(not run.get("ok", True) for run in case.get("backends", {}).values()),
+        bool(latency) and latency["verdict"]["status"] == FAIL,
+    )
+
+
 @dataclass
 class CaseResult:
     case: Case
@@ -66,12 +89,12 @@ class CaseResult:
 
     @property
     def status(self) -> str:
-        statuses = {p.verdict.status for p in self.pairs}
-        if self.error or ERROR in statuses or any(run.error for run in self.runs.values()):
-            return ERROR
-        if FAIL in statuses or (self.timing is not None and self.timing.verdict.failed):
-            return FAIL
-        return PASS if PASS in statuses else SKIPPED
+        return case_status(
+            bool(self.error),
+            [p.verdict.status for p in self.pairs],
+            any(run.error for run in self.runs.values()),
+            self.timing is not None and self.timing.verdict.failed,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -5,7 +5,8 @@ silently shadowed: it would mean two shards of different splits, or a file given
 complete only if every shard was; it keeps the first shard's environment as its own and every shard's
 environment under `shards`, since shards may have run on different machines. Each input records its shard
 (`i/n`); the merge checks the set: inputs of different splits are refused, and shards of the split that no
-input covered are listed under `missing_shards` and leave the merge incomplete.
+input covered are listed under `missing_shards` and leave the merge incomplete. Each case's status, and so
+the summary and the verdict, is recomputed from what the case holds (its pairs, backends and latency).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddbench.errors import InputError
+from ddbench.results.case_result import case_status_of
 from ddbench.results.document import FORMAT, FORMAT_VERSION, summary_of
 
 
@@ -50,7 +52,9 @@ def merge_results(inputs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, 
                 )
                 raise InputError(f"case {case['id']} is {where}; shards must not overlap", file=file)
             owner[case["id"]] = file
-            cases.append(case)
+            # The status is recomputed from the case's pairs, backends and latency: a file's own word (a
+            # "pass" over a failing pair, hand-edited or from a buggy writer) is not taken on trust.
+            cases.append({**case, "status": case_status_of(case)})
     documents = [d for _, d in inputs]
     shards = [shard for file, d in inputs for shard in _shards_of(file, d)]
     missing = _missing_shards(shards)

@@ -109,6 +109,11 @@ def _judge_pairs(case: Case, runs: Mapping[str, BackendRun]) -> list[PairResult]
             elif bound.no_worse_than and runs.get(bound.no_worse_than) and runs[bound.no_worse_than].error:
                 reason = f"{bound.no_worse_than} (named by no_worse_than): {runs[bound.no_worse_than].error}"
                 pairs.append(PairResult(name, bound.against, bound, Verdict(ERROR, (reason,))))
+            elif cand.output.numel() == 0:
+                # 0 heads or 0 draft tokens: every limit holds vacuously, which is no evidence of parity.
+                shape = "x".join(str(n) for n in cand.output.shape)
+                verdict = Verdict(SKIPPED, (f"compared nothing: the outputs hold 0 elements ({shape})",))
+                pairs.append(PairResult(name, bound.against, bound, verdict))
             else:
                 figures = parity_figures(cand.output, against.output)
                 peer = None

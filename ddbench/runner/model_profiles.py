@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ddbench.counters import LaunchCounters
 from ddbench.errors import InputError
+from ddbench.finite import number_problem
 from ddbench.gpus import GpuSpec
 from ddbench.kernel.cuda_build import kernel_sources_hash
 from ddbench.kernel.kernel_check import ArchReport, kernel_check
@@ -110,11 +111,17 @@ def registers_of(arch: str, path: str | None = None) -> dict[str, int] | None:
         found = {}
         for i, report in enumerate(reports):
             if isinstance(report, Mapping) and report.get("arch") == arch:
-                for j, k in enumerate(report.get("kernels", [])):
-                    if not isinstance(k, Mapping) or not isinstance(k.get("registers"), int):
+                kernels = report.get("kernels", [])
+                if not isinstance(kernels, list):  # `"kernels": 5` made enumerate() raise a TypeError
+                    raise InputError("must be a list of kernels", file=path, path=f"[{i}].kernels")
+                for j, k in enumerate(kernels):
+                    if not isinstance(k, Mapping) or "registers" not in k:
                         raise InputError(
                             "a kernel needs 'name' and 'registers'", file=path, path=f"[{i}].kernels[{j}]"
                         )
+                    # ptxas allots 1 to 255 registers per thread; 0 divides the occupancy model by zero
+                    if problem := number_problem(k["registers"], integer=True, minimum=1, maximum=255):
+                        raise InputError(problem, file=path, path=f"[{i}].kernels[{j}].registers")
                     found[_short(str(k.get("name", "")))] = k["registers"]
         if not found:
             raise InputError(f"no kernel built for {arch}", file=path)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ddbench.atomic import check_writable, check_writable_folder, write_atomic
+from ddbench.errors import InputError
 from ddbench.report.junit import write_junit
 from ddbench.report.markdown_summary import summary_markdown
 from ddbench.report.saved_outputs import save_outputs
@@ -73,7 +74,20 @@ class SavedOutputsSink(QuietSink):
         self.directory = directory
 
     def add(self, result: CaseResult) -> None:
-        save_outputs(self.directory, result)
+        try:
+            save_outputs(self.directory, result)
+        except OSError as err:  # the folder removed, replaced by a file, made read-only or full mid-run
+            folder = Path(self.directory)
+            gone = folder.exists() and not folder.is_dir()
+            reason = "is no longer a folder" if gone else (err.strerror or str(err))
+            # Stopping is the honest end: the outputs asked for are not being kept. The results file
+            # already holds this case, and stays a valid, incomplete record of the cases run so far.
+            raise InputError(
+                f"{reason}: cannot save the outputs of {result.case.id}; the run stopped after this case "
+                "(the results file, if any, keeps every finished case, marked incomplete)",
+                file=str(self.directory),
+                path="--save-outputs",
+            ) from None
 
 
 class JUnitSink(QuietSink):

@@ -1,7 +1,8 @@
 """Read a suite file: JSON, then the schema, then expansion and semantic checks. The only I/O of `suite/`.
 
 `read_json` is the one reader of every JSON file the tool takes (suites, results, baselines): whatever a
-file holds, it ends in a value or an InputError (exit 2), in bounded time and memory.
+file holds, it ends in a value or an InputError (exit 2), in bounded time and memory; a value holds no NaN
+or infinite number.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from ddbench.bounded_read import read_regular_file, size_limit
 from ddbench.errors import InputError, SuiteInvalid
+from ddbench.finite import nonfinite_path
 from ddbench.suite.captures import CaptureInfo, CaptureLoader
 from ddbench.suite.case_count import DEFAULT_MAX_CASES, check_case_count, too_many_cases
 from ddbench.suite.expand import RawCase, expand_document
@@ -86,7 +88,20 @@ def read_json(path: Path, *, what: str = "JSON file", max_bytes: int | None = No
         raise InputError(f"not valid JSON: {err}", file=file) from None
     if _too_deep(value):
         raise InputError(f"not valid JSON for ddbench: nested deeper than {MAX_JSON_DEPTH} levels", file=file)
+    refuse_nonfinite(value, file)
     return value
+
+
+def refuse_nonfinite(value: Any, file: str) -> None:
+    """InputError naming the field of the first NaN or Infinity (or 1e400) in a parsed document: no figure,
+    limit or count of ours is ever one, and a NaN compared with anything makes a gate pass."""
+    if found := nonfinite_path(value):
+        path, number = found
+        raise InputError(
+            f"is {number}: not a finite number (NaN and Infinity are not JSON numbers)",
+            file=file,
+            path=path or None,
+        )
 
 
 def _no_captures(name: str) -> list[CaptureInfo]:
@@ -158,11 +173,11 @@ def _resolved(raws: list[RawCase], suite: str, file: str, captures: CaptureLoade
         try:
             infos = captures(name)
         except InputError as err:
-            reason = f"{err.file}: {err.reason}" if err.file else err.reason
+            # err.message keeps the capture file and the tensor or metadata field the reader blamed.
             yield (
                 raw,
                 None,
-                [InputError(f"capture {name!r}: {reason}", file=file, path=raw.origin("capture"))],
+                [InputError(f"capture {name!r}: {err.message}", file=file, path=raw.origin("capture"))],
             )
             continue
         for info in infos:
