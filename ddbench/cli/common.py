@@ -10,6 +10,8 @@ from typing import TypeVar
 import click
 from rich.console import Console
 
+from ddbench.errors import InputError
+from ddbench.runner import Session
 from ddbench.runner.selection import load_suites, require_cases, select_cases
 from ddbench.suite.case_count import DEFAULT_MAX_CASES
 
@@ -74,9 +76,37 @@ def timing_override_options(command: F) -> F:
     )(command)
 
 
+def estimate_options(command: F) -> F:
+    """`--max-memory` and `--ignore-estimates`: the memory limit a case's estimate is held to before work."""
+    command = click.option(
+        "--ignore-estimates", is_flag=True, help="Run cases whose estimate exceeds the memory limit anyway."
+    )(command)
+    return click.option(
+        "--max-memory",
+        type=FiniteFloatRange(min=0.0, min_open=True),
+        metavar="GB",
+        help="Refuse cases estimated to need more (default: half this machine's memory; a GPU's own memory).",
+    )(command)
+
+
+def refuse_unfit(session: Session, max_memory: float | None, ignore_estimates: bool) -> None:
+    """Warn of slow cases; refuse (exit 2, naming --max-memory) cases whose estimate will not fit."""
+    refusals, warnings = session.check_estimates(int(max_memory * 1e9) if max_memory else None)
+    for line in warnings:
+        stderr.print(f"warning: {line}", highlight=False)
+    if refusals and not ignore_estimates:
+        raise InputError(
+            "cases that will not fit (pass --ignore-estimates to try anyway, or -k to leave them out):\n  "
+            + "\n  ".join(refusals),
+            path="--max-memory",
+        )
+
+
 __all__ = [
     "FiniteFloatRange",
+    "estimate_options",
     "load_suites",
+    "refuse_unfit",
     "require_cases",
     "select_cases",
     "stderr",

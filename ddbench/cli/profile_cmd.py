@@ -15,7 +15,7 @@ import click
 
 from ddbench.atomic import check_writable
 from ddbench.baselines.model_store import check_replaceable
-from ddbench.cli.common import FiniteFloatRange, stderr, stdout
+from ddbench.cli.common import FiniteFloatRange, estimate_options, refuse_unfit, stderr, stdout
 from ddbench.cli.model_baseline_update import require_parity_of, write_model_baseline
 from ddbench.cli.progress import ModelProgressSink
 from ddbench.errors import InputError
@@ -90,15 +90,7 @@ def _source_lines() -> dict[str, str]:
     help="With --update-baseline: the results of an earlier run that judged the kernel's parity "
     "(default: run it now).",
 )
-@click.option(
-    "--max-memory",
-    type=FiniteFloatRange(min=0.0, min_open=True),
-    metavar="GB",
-    help="Refuse cases whose counted launch is estimated to need more (default: half this machine's memory).",
-)
-@click.option(
-    "--ignore-estimates", is_flag=True, help="Count cases whose estimate exceeds the memory limit anyway."
-)
+@estimate_options
 @click.option(
     "--max-modeled-regression",
     type=FiniteFloatRange(min=0),
@@ -187,15 +179,7 @@ def profile_command(
     session = Session(options)
     if update_path:
         check_replaceable(Path(update_path), gpu_key)  # refused before any work
-    refusals, warnings = session.check_estimates(int(max_memory * 1e9) if max_memory else None)
-    for line in warnings:
-        stderr.print(f"warning: {line}", highlight=False)
-    if refusals and not ignore_estimates:
-        raise InputError(
-            "cases that will not fit (pass --ignore-estimates to try anyway, or -k to leave them out):\n  "
-            + "\n  ".join(refusals),
-            path="--max-memory",
-        )
+    refuse_unfit(session, max_memory, ignore_estimates)
     with ModelProgressSink(stderr, len(session.cases)) as progress:
         outcome = session.run_modeled([*outputs.sinks(session), progress])
     gpu, calibration = outcome.gpu, outcome.calibration

@@ -6,7 +6,8 @@ import click
 
 from ddbench.backends.registry import split_names
 from ddbench.cli.common import (
-    FiniteFloatRange,
+    estimate_options,
+    refuse_unfit,
     stderr,
     stdout,
     suite_file_options,
@@ -16,7 +17,6 @@ from ddbench.cli.outcome import print_outcome
 from ddbench.cli.plan_table import plan_table
 from ddbench.cli.progress import ProgressSink
 from ddbench.environment import environment
-from ddbench.errors import InputError
 from ddbench.runner import Session, SessionOptions
 from ddbench.runner.sinks import OutputPaths, RunFacts
 from ddbench.timing.settings import MODES
@@ -75,15 +75,7 @@ from ddbench.timing.settings import MODES
     is_flag=True,
     help="Print each case's backends and estimated peak memory and CPU time; run nothing.",
 )
-@click.option(
-    "--max-memory",
-    type=FiniteFloatRange(min=0.0, min_open=True),
-    metavar="GB",
-    help="Refuse cases estimated to need more (default: half this machine's memory; a GPU's own memory).",
-)
-@click.option(
-    "--ignore-estimates", is_flag=True, help="Run cases whose estimate exceeds the memory limit anyway."
-)
+@estimate_options
 @click.option(
     "--markdown",
     "markdown_path",
@@ -140,15 +132,7 @@ def run_command(
     if dry_run:
         stdout.print(plan_table(session))
         return
-    refusals, warnings = session.check_estimates(int(max_memory * 1e9) if max_memory else None)
-    for line in warnings:
-        stderr.print(f"warning: {line}", highlight=False)
-    if refusals and not ignore_estimates:
-        raise InputError(
-            "cases that will not fit (pass --ignore-estimates to try anyway, or -k to leave them out):\n  "
-            + "\n  ".join(refusals),
-            path="--max-memory",
-        )
+    refuse_unfit(session, max_memory, ignore_estimates)
     sinks = outputs.sinks(
         RunFacts([s.path for s in session.suites], environment(), session.shard, filter_expr)
     )
