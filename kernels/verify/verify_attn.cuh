@@ -1187,6 +1187,31 @@ DDK_DEVICE void first_range(const VerifyParams& p, int cta, Range& range, Cursor
   }
 }
 
+// The segment a CTA's walk over its range reaches at cursor `at` (its range ending at unit `range_end`): past
+// the requests whose units are done, the row tile holding the cursor's unit and its key tiles [tile_begin,
+// tile_end) up to the range's end. g: the cursor's request on entry, the segment's on return. The kernel's walk
+// and the tests' probe of it (kernels/verify/split_probe_emu.cpp) take each segment from here; its slot stays
+// in the walk (as a function of its own, even one line, nvcc's code for the kernel changed).
+struct SegmentAt {
+  int64_t request_base, row_tile_base;  // the segment's request's first unit and its row tile's, over the batch
+  int request, row_tile, tile_begin, tile_end;
+};
+
+DDK_DEVICE SegmentAt segment_at(const VerifyParams& p, Cursor at, int64_t range_end, Request& g) {
+  int64_t request_base = at.request_base;
+  int unit = at.unit, request = at.request;  // a request's units fit 32 bits: 32-bit divisions below
+  while (unit == g.row_tiles * g.tiles) {  // past this request's units
+    request_base += unit;
+    unit = 0;
+    g = request_at(p, ++request);
+  }
+  const int row_tile = unit / g.tiles, tile_begin = unit % g.tiles;
+  const int64_t row_tile_base = request_base + static_cast<int64_t>(row_tile) * g.tiles;
+  const int64_t stop = range_end - row_tile_base;
+  const int tile_end = stop < g.tiles ? static_cast<int>(stop) : g.tiles;
+  return SegmentAt{request_base, row_tile_base, request, row_tile, tile_begin, tile_end};
+}
+
 DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const VerifyParams p) {
   char* smem = ddk::dynamic_smem() + kHeaderBytes;  // the first stage (see kHeaderBytes)
   const int cta = ddk::block_idx_x();
@@ -1215,23 +1240,15 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
   for (int k = 0, segment = 0;; k ^= 1, ++segment) {
     const Cursor at = ddk::ld_shared(cursor + k);
     const Range whole_range = ddk::ld_shared(range);
-    int64_t request_base = at.request_base;
-    int unit = at.unit, request = at.request;  // a request's units fit 32 bits: 32-bit divisions below
-    if (request_base + unit >= whole_range.end) {  // (a merging cluster's CTAs return after their merge)
+    if (at.request_base + at.unit >= whole_range.end) {  // (a merging cluster's CTAs return after their merge)
       if (p.arrivals != nullptr && p.cluster > 1) arrive_for_cluster(p, smem, tail);
       else if (p.arrivals != nullptr) arrive_at_parts(p, smem, tail, 0, false);
       return;
     }
     Request g = request_of(p, ddk::ld_shared(extent + k));
-    while (unit == g.row_tiles * g.tiles) {  // past this request's units
-      request_base += unit;
-      unit = 0;
-      g = request_at(p, ++request);
-    }
-    const int row_tile = unit / g.tiles, tile_begin = unit % g.tiles;
-    const int64_t row_tile_base = request_base + static_cast<int64_t>(row_tile) * g.tiles;
-    const int64_t stop = whole_range.end - row_tile_base;
-    const int tile_end = stop < g.tiles ? static_cast<int>(stop) : g.tiles;
+    const SegmentAt s = segment_at(p, at, whole_range.end, g);
+    const int64_t request_base = s.request_base, row_tile_base = s.row_tile_base;
+    const int request = s.request, row_tile = s.row_tile, tile_begin = s.tile_begin, tile_end = s.tile_end;
     const bool whole = tile_begin == 0 && tile_end == g.tiles;
     // A part that starts the CTA's range is its slot 0; only its last segment can be another part (slot 1).
     const int slot = whole ? -1 : 2 * cta + (segment == 0 ? 0 : 1);
