@@ -10,6 +10,7 @@
 #include "sanitizer.h"
 #include "wavefronts.h"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
