@@ -24,6 +24,7 @@ import torch
 from emu_traced import TracedProbes
 
 from ddbench.kernel.build import (
+    RUNTIME_SOURCES,
     KernelBuildError,
     build_emulation_library,
     find_kernels_dir,
@@ -572,6 +573,15 @@ def test_library_builds_and_is_reused(lib_build, monkeypatch) -> None:
 
     monkeypatch.setattr(build_module, "_run", no_tool)
     assert build_emulation_library([PROBES], "emu-probes", EXTRA_FLAGS) == path
+
+
+def test_every_runtime_source_is_linked_and_placed_in_the_manual() -> None:
+    """A runtime file missing from RUNTIME_SOURCES would link (a shared library may leave symbols undefined)
+    and fail only when loaded; one the README does not place leaves its reader to search for it."""
+    emu = KERNELS / "emu"
+    assert set(RUNTIME_SOURCES) == {p.name for p in emu.glob("*.cpp")} - {PROBES.name}
+    manual = (emu / "README.md").read_text()
+    assert [name for name in RUNTIME_SOURCES if f"`{name}`" not in manual] == []
 
 
 def test_build_failure_reports_compiler_errors(tmp_path: Path) -> None:

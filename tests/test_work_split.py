@@ -1,21 +1,28 @@
 """The verify kernel's work split (mirrored by ddbench.kernel.work_split): balanced ranges, every unit once,
-and the combine finds exactly the parts the CTAs wrote. Ragged batches: a long request is no tail."""
+and the combine finds exactly the parts the CTAs wrote. Ragged batches: a long request is no tail. The
+mirror is held to the kernel's own split code, run by the emulation (kernels/verify/split_probe_emu.cpp),
+over many random batches and plans."""
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import random
 
+import numpy as np
 import pytest
 
-from ddbench.kernel.plan import MAX_LISTED_CTAS, PlanOptions, plan_launch
+from ddbench.kernel.build import build_emulation_library, find_kernels_dir
+from ddbench.kernel.plan import MAX_LISTED_CTAS, LaunchPlan, PlanOptions, plan_launch
 from ddbench.kernel.work_split import (
     MERGE_NONE,
     MERGE_WHOLE,
     RequestExtent,
     cta_merges,
+    cta_of_unit,
     cta_segments,
     parts_of_row_tile,
+    unit_starts,
 )
 
 
@@ -113,3 +120,120 @@ def test_a_long_request_of_a_ragged_batch_gets_its_share_of_ctas():
     assert max(loads) - min(loads) <= 1
     holding_long = sum(1 for c in cta_segments(plan, requests) if any(s.request == 0 for s in c))
     assert holding_long >= 0.9 * plan.ctas * requests[0].units / sum(g.units for g in requests)
+
+
+# ------------------------------------------------------------------- the mirror against the kernel's code
+
+PROBE = find_kernels_dir() / "verify" / "split_probe_emu.cpp"
+WALK_HEADER, WALK_FIELDS, PLACE_HEADER = 2, 5, 3  # the probe's output layout (see its source)
+_i32 = ctypes.POINTER(ctypes.c_int32)
+_i64 = ctypes.POINTER(ctypes.c_int64)
+
+
+@pytest.fixture(scope="module")
+def split_probe() -> ctypes.CDLL:
+    library = ctypes.CDLL(str(build_emulation_library([PROBE], "split_probe")))
+    library.ddk_split_probe.argtypes = [_i32, _i32, _i32] + [ctypes.c_int] * 6
+    library.ddk_split_probe.argtypes += [_i32, ctypes.c_int, _i64, ctypes.c_int, _i32, ctypes.c_int]
+    library.ddk_split_probe.argtypes += [ctypes.c_char_p, ctypes.c_int]
+    library.ddk_split_probe.restype = ctypes.c_int
+    return library
+
+
+def _kernel_split(library: ctypes.CDLL, plan: LaunchPlan, requests: list[RequestExtent]):
+    """Every CTA's (merge, segments) and every row tile's (first CTA, last CTA, part slots), as the kernel's
+    functions compute them from the batch's offsets."""
+    heads = requests[0].heads
+    q_offsets = np.cumsum([0] + [g.q_len for g in requests], dtype=np.int32)
+    kv_offsets = np.cumsum([0] + [g.keys for g in requests], dtype=np.int32)
+    slot_offsets = np.zeros(len(requests) + 1, dtype=np.int32)
+    units = unit_starts(requests)[-1]
+    row_tiles = [(r, t) for r, g in enumerate(requests) for t in range(g.row_tiles)]
+    tile_rows = np.array([q_offsets[r] * heads + t * plan.block_m for r, t in row_tiles], dtype=np.int64)
+    walk_capacity = min(len(row_tiles), -(-units // plan.ctas)) + 1
+    walk = np.full(plan.ctas * (WALK_HEADER + WALK_FIELDS * walk_capacity), -7, dtype=np.int32)
+    placed_capacity = min(plan.ctas, max(g.tiles for g in requests)) + 1  # a part holds a key tile or more
+    placed = np.full(len(row_tiles) * (PLACE_HEADER + placed_capacity), -7, dtype=np.int32)
+    error = ctypes.create_string_buffer(1024)
+    code = library.ddk_split_probe(
+        *(a.ctypes.data_as(_i32) for a in (q_offsets, kv_offsets, slot_offsets)),
+        len(requests),
+        heads,
+        plan.ctas,
+        plan.whole_row_tiles,
+        plan.row_groups,
+        plan.cluster,
+        walk.ctypes.data_as(_i32),
+        walk_capacity,
+        tile_rows.ctypes.data_as(_i64),
+        len(row_tiles),
+        placed.ctypes.data_as(_i32),
+        placed_capacity,
+        error,
+        len(error),
+    )
+    assert code == 0, error.value.decode()
+    segments, merges = [], []
+    for row in walk.reshape(plan.ctas, -1):
+        merges.append(int(row[0]))
+        assert row[1] <= walk_capacity
+        fields = row[WALK_HEADER:].reshape(walk_capacity, WALK_FIELDS)[: row[1]]
+        segments.append([tuple(int(v) for v in f) for f in fields])
+    places = {}
+    if not plan.whole_row_tiles:
+        for (r, t), row in zip(row_tiles, placed.reshape(len(row_tiles), -1), strict=True):
+            assert row[2] <= placed_capacity
+            places[r, t] = (
+                int(row[0]),
+                int(row[1]),
+                [int(v) for v in row[PLACE_HEADER : PLACE_HEADER + row[2]]],
+            )
+    return segments, merges, places
+
+
+def _random_launch(rng: random.Random) -> tuple[LaunchPlan, list[RequestExtent]]:
+    heads, row_groups = rng.choice([8, 16, 64]), rng.choice([2, 3])
+    requests = _batch(rng, heads, 16 * row_groups)
+    units = sum(g.units for g in requests)
+    q_len = max(g.q_len for g in requests)
+    kind = rng.choice(["split", "split", "cluster", "whole"])
+    if kind == "whole":
+        options = PlanOptions(whole_row_tiles=True, row_groups=row_groups)
+    elif kind == "cluster":
+        cluster = rng.randint(2, 8)
+        options = PlanOptions(
+            ctas=cluster * rng.choice([1, 2, 5, 23, 60]), row_groups=row_groups, cluster=cluster
+        )
+    else:
+        ctas = rng.choice([1, 2, 7, 64, 188, min(units + 5, MAX_LISTED_CTAS)])
+        options = PlanOptions(ctas=ctas, row_groups=row_groups, cluster=1)
+    return plan_launch(len(requests), heads, q_len, 1, options), requests
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_mirror_splits_the_work_as_the_kernels_own_code_does(split_probe, seed):
+    """25 random batches a seed (200 in all), each under a random plan (ranges of 1 CTA to more CTAs than
+    units, clusters of 2-8, whole row tiles): each CTA's segments (request, row tile, key tiles, slot) and
+    cluster merge from the kernel's first_range and segment_at, and each row tile's first and last CTA and
+    its parts in CTA order from the combine's place_segment and list_parts (the final merge's list too),
+    are the mirror's cta_segments, cta_merges, cta_of_unit and parts_of_row_tile."""
+    rng = random.Random(1000 + seed)
+    for _ in range(25):
+        plan, requests = _random_launch(rng)
+        segments, merges, places = _kernel_split(split_probe, plan, requests)
+        mirrored = [
+            [(s.request, s.row_tile, s.tile_begin, s.tile_end, s.slot) for s in cta]
+            for cta in cta_segments(plan, requests)
+        ]
+        assert segments == mirrored, plan
+        walked = [MERGE_NONE if not cta else m for cta, m in zip(segments, merges, strict=True)]
+        assert walked == cta_merges(plan, requests), plan
+        starts = unit_starts(requests)
+        units = starts[-1]
+        for (r, t), (first, last, slots) in places.items():
+            first_unit, tiles = starts[r] + t * requests[r].tiles, requests[r].tiles
+            assert (first, last) == (
+                cta_of_unit(first_unit, units, plan.ctas),
+                cta_of_unit(first_unit + tiles - 1, units, plan.ctas),
+            ), (plan, r, t)
+            assert slots == parts_of_row_tile(plan, requests, r, t), (plan, r, t)

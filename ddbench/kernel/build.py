@@ -1,7 +1,8 @@
 """Builds of the custom kernel's C++ sources for the host emulation (g++), and whether nvcc is usable here.
 
 Kernel source written against ``kernels/include/ddk/primitives.h`` compiles with ``-DDDK_EMULATE`` into a
-shared library that also holds the emulation runtime (``kernels/emu/runtime.cpp``, always added).
+shared library that also holds the emulation runtime (the ``RUNTIME_SOURCES`` under ``kernels/emu/``, always
+added).
 
 The kernel sources are the repository's ``kernels/`` folder in a source checkout (editable install) and
 the package data ``ddbench/kernel_sources/`` in an installed wheel (pyproject.toml maps one onto the other).
@@ -35,6 +36,24 @@ _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _COMPILE_TIMEOUT_S = 900
 _KEEP_VERSIONS = 4  # older builds of the same name are pruned once they are also
 _PRUNE_AGE_S = 3600  # this old, so a concurrent user of one is never pulled from under it
+# The emulation runtime's sources under kernels/emu/, one concept a file (kernels/emu/README.md, "Files"):
+# every emulation library links all of them. tests/test_emu_primitives.py checks that the folder holds no
+# other runtime source.
+RUNTIME_SOURCES = (
+    "async_copy.cpp",
+    "blocks.cpp",
+    "cluster.cpp",
+    "collectives.cpp",
+    "counting.cpp",
+    "deadlock.cpp",
+    "fibers.cpp",
+    "launch.cpp",
+    "messages.cpp",
+    "report.cpp",
+    "sanitizer.cpp",
+    "scheduler.cpp",
+    "trace.cpp",
+)
 
 
 class KernelBuildError(RuntimeError):
@@ -206,11 +225,18 @@ def _compile_object(source: Path, cxx: str, flags: Sequence[str], common: bytes)
     return _atomic_output(obj, source.stem, produce)
 
 
+def runtime_sources() -> list[Path]:
+    """The emulation runtime's sources, resolved: what every emulation library links."""
+    emu = find_kernels_dir() / "emu"
+    return [(emu / name).resolve() for name in RUNTIME_SOURCES]
+
+
 def build_emulation_library(
     sources: Sequence[Path | str], name: str, extra_flags: Sequence[str] = ()
 ) -> Path:
-    """Compiles `sources` (+ the emulation runtime) with ``g++ -std=c++20 -O2 -fPIC -DDDK_EMULATE`` into
-    ``build_dir()/<name>-<hash>.so`` and returns its path, reusing an identical earlier build.
+    """Compiles `sources` (+ the emulation runtime's RUNTIME_SOURCES) with
+    ``g++ -std=c++20 -O2 -fPIC -DDDK_EMULATE`` into ``build_dir()/<name>-<hash>.so`` and returns its path,
+    reusing an identical earlier build.
 
     `extra_flags` go to every compile and to the link (e.g. ``("-g", "-fsanitize=address")``). The C++
     compiler is $CXX, else g++. Raises KernelBuildError, carrying the compiler's stderr, on failure.
@@ -221,9 +247,7 @@ def build_emulation_library(
     for p in paths:
         if not p.is_file():
             raise KernelBuildError(f"source file not found: {p}")
-    runtime = (find_kernels_dir() / "emu" / "runtime.cpp").resolve()
-    if runtime not in paths:
-        paths.append(runtime)
+    paths += [source for source in runtime_sources() if source not in paths]
 
     cxx = _cxx()
     flags = [*COMPILE_FLAGS, *extra_flags]

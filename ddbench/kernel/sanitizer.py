@@ -1,6 +1,6 @@
 """What the emulation's sanitizer found in one launch (racecheck, memcheck, initcheck), as typed records.
 
-The runtime (`kernels/emu/sanitizer.h`, `runtime.cpp`) reports each distinct finding once, with how many
+The runtime (`kernels/emu/sanitizer.h`, `sanitizer.cpp`) reports each distinct finding once, with how many
 times it happened; docs/emulation.md says what each check can and cannot see.
 """
 

@@ -1,5 +1,7 @@
 """Which keys of which row tile each verify CTA works on: the kernel's own walk over the work units, mirrored
-on the host (pure) for work shapes, the workspace and the tests. kernels/verify/verify_attn.cuh is the source.
+on the host (pure) for work shapes, the workspace and the tests. kernels/verify/verify_attn.cuh is the source;
+tests/test_work_split.py holds this mirror to the kernel's own functions, run by the emulation
+(kernels/verify/split_probe_emu.cpp), over many random batches and plans.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 // Exact per-CTA counters of an emulated launch and their JSON (the format kernels/emu/README.md and
-// docs/emulation.md document). Internal to the runtime: included by runtime.cpp only.
+// docs/emulation.md document). Internal to the runtime: included through runtime_internal.h only.
 #pragma once
 
 #include <algorithm>

@@ -17,8 +17,8 @@
 // The launch entry point is `ddk::emu::launch(kernel, grid, block_x, smem_bytes, args...)` where
 // `kernel` is a plain function `void kernel(P...)` (P by value or by const reference); the arguments
 // are converted to P once and shared (read-only) by all threads, like kernel parameters on a GPU.
-// The implementation lives in kernels/emu/runtime.cpp, which must be linked into the same shared
-// library (ddbench.kernel.build.build_emulation_library adds it).
+// The implementation lives in the runtime's files under kernels/emu/ (README.md, "Files"), which must be
+// linked into the same shared library (ddbench.kernel.build.build_emulation_library adds them all).
 #pragma once
 
 #if !defined(DDK_EMULATE)

@@ -1,5 +1,5 @@
 // Shadow state of a block's shared memory for racecheck and the uninitialised-read check, and the
-// ordering rule between two accesses. Internal to the runtime: included by runtime.cpp only.
+// ordering rule between two accesses. Internal to the runtime: included through runtime_internal.h only.
 //
 // Ordering (what the emulation can prove; the GPU guarantees nothing more):
 //   * accesses of one thread are ordered (program order);

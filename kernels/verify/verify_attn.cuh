@@ -608,6 +608,216 @@ DDK_DEVICE_NOINLINE void merge_cluster_parts(const VerifyParams p, char* smem, c
   }
 }
 
+// run_segment's steps, in the order it takes them. Each is inlined where it is called (DDK_DEVICE is
+// __forceinline__ under nvcc) and nvcc's code for the kernel is the same as with the steps written out in
+// run_segment: an array a step accumulates into (acc, tile_max) is declared and initialised by run_segment. A
+// step that declared it itself changed the order of nvcc's code in the tile loop, and ptxas then spilled on sm_120.
+
+// Q (staged in stage 1 and the partial-S buffer), the first KV tile (stage 0), its mask words and the second
+// tile's slot indices are in flight together (a short launch is a chain of round trips), the copies under one
+// wait. Where the first tile holds draft keys only (no prefix), nothing waits for an index: the offsets are the
+// launch's one round trip before it.
+DDK_DEVICE void load_segment_start(char* smem, const VerifyParams& p, const Request& g, uint32_t* mask_words,
+                                   int row0, int block_m, int threads, int tile_begin, int tile_end) {
+  copy_q_rows(smem, p, g, row0, block_m, threads);
+  load_tile<false>(smem, p, g, nullptr, tile_begin * kBlockN);
+  load_mask_words(p, g, mask_words + mask_buffer(p, 0), row0, tile_begin);
+  ddk::cp_async_commit();
+  const int32_t second_slot = tile_begin + 1 < tile_end ? fetch_slot(p, g, (tile_begin + 1) * kBlockN) : 0;
+  stage_slot(slot_buffer(smem, 1), second_slot);
+  ddk::cp_async_wait<0>();
+  ddk::sync_block();
+}
+
+// Each warp keeps its 16 rows x 144 dims of Q in registers, as A fragments of the score mma's k-steps.
+DDK_DEVICE void load_q_fragments(uint32_t (&qf)[kKSteps][4], const char* smem, int group, int quarter, int lane) {
+  for (int ks = 0; ks < kKSteps; ++ks) {
+    const int chunk = quarter * (kDimSlice / 8) + ks * 2 + lane / 16;
+    ddk::ldmatrix_x4(qf[ks], smem + (kStageBytes + smem_offset(group * 16 + lane % 16, chunk)));
+  }
+  ddk::sync_block();  // stage 1 is about to hold keys
+}
+
+// The next tile's keys (and its mask words) into the other stage, committed as one group even when there is no
+// next tile (the wait at the end of the tile counts groups); returns the slot indices of the tile after it,
+// which are staged once this tile's scores are out.
+DDK_DEVICE int32_t prefetch_next_tile(char* smem, const VerifyParams& p, const Request& g, uint32_t* mask_words,
+                                      int row0, int tile, int it, int tile_end) {
+  const bool more = tile + 1 < tile_end;
+  if (more) {
+    char* next = smem + ((it + 1) % kStages) * kStageBytes;
+    load_tile<true>(next, p, g, slot_buffer(smem, it + 1), (tile + 1) * kBlockN);
+    // into the buffers the last tile read
+    load_mask_words(p, g, mask_words + mask_buffer(p, it + 1), row0, tile + 1);
+  }
+  ddk::cp_async_commit();
+  return tile + 2 < tile_end ? fetch_slot(p, g, (tile + 2) * kBlockN) : 0;
+}
+
+// Partial S over this warp's 144 dims, the tile's two 16-key pairs (n8 tiles 2 * pair, 2 * pair + 1) accumulated
+// side by side into acc: four independent mma chains (two chains of nine, one pair after the other, waited out the
+// accumulator's latency between steps), their 16 accumulators beside Q and O in 168 registers without a spill.
+DDK_DEVICE void partial_scores(float (&acc)[2][2][4], const char* stage, const uint32_t (&qf)[kKSteps][4], int quarter,
+                               int lane) {
+  for (int ks = 0; ks < kKSteps; ++ks)
+    for (int pair = 0; pair < 2; ++pair) {
+      uint32_t b[4];
+      const int m = lane / 8;
+      const int key = pair * 16 + (m / 2) * 8 + lane % 8;
+      const int chunk = quarter * (kDimSlice / 8) + ks * 2 + m % 2;  // ks's part a constant offset, not a division
+      ddk::ldmatrix_x4(b, stage + smem_offset(key, chunk));
+      const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+      ddk::mma_bf16_m16n8k16(acc[pair][0], qf[ks], b0, acc[pair][0]);
+      ddk::mma_bf16_m16n8k16(acc[pair][1], qf[ks], b1, acc[pair][1]);
+    }
+}
+
+// The accumulators as the mma leaves them, a 16-byte unit per n-tile, into this warp's part of the reduce buffer.
+DDK_DEVICE void store_partial_scores(Float4* mine, const float (&acc)[2][2][4]) {
+  for (int n = 0; n < 4; ++n) {
+    const float(&c)[4] = acc[n / 2][n % 2];
+    ddk::st_shared(mine + n * 32, Float4{c[0], c[1], c[2], c[3]});
+  }
+}
+
+// Keys past the request's end and draft keys a row does not see, to -inf, from the staged mask words of this
+// lane's two rows.
+DDK_DEVICE void mask_invisible_keys(float (&s)[4][4], const VerifyParams& p, const Request& g,
+                                    const uint32_t* mask_words, int tile, int it, int group, int lr, int lc) {
+  for (int h = 0; h < 2; ++h) {
+    const int row = group * 16 + lr + 8 * h;
+    const uint32_t seen = visible_keys(
+        g, tile, ddk::ld_shared(mask_words + (mask_buffer(p, it) + mask_slot(row, 0))),
+        ddk::ld_shared(mask_words + (mask_buffer(p, it) + mask_slot(row, 1)))) >> (2 * lc);
+    for (int n = 0; n < 4; ++n)
+      for (int e = 0; e < 2; ++e)
+        if (!((seen >> (n * 8 + e)) & 1u)) s[n][2 * h + e] = kNegInf;  // key n * 8 + 2 * lc + e
+  }
+}
+
+// The largest of this lane's scores of each of its two rows (a NaN score left out), into tile_max.
+DDK_DEVICE void tile_row_max(float (&tile_max)[2], const float (&s)[4][4]) {
+  for (int n = 0; n < 4; ++n)
+    for (int h = 0; h < 2; ++h)
+      for (int e = 0; e < 2; ++e) tile_max[h] = fmaxf(tile_max[h], s[n][2 * h + e]);
+}
+
+// The online softmax's step for one row: the running maximum takes the tile's (over the quad's lanes), the running
+// sum is rescaled to it, scale_old says by how much O must follow, and use_max is the maximum the tile's
+// probabilities are taken against.
+DDK_DEVICE void online_max_step(float& scale_old, float& use_max, float& row_max, float& row_sum, float tile_max) {
+  tile_max = fmaxf(tile_max, ddk::shfl_xor(tile_max, 1));
+  tile_max = fmaxf(tile_max, ddk::shfl_xor(tile_max, 2));
+  const float new_max = fmaxf(row_max, tile_max);
+  use_max = new_max == kNegInf ? 0.f : new_max;  // nothing visible yet: avoid (-inf) - (-inf)
+  scale_old = ddk::fast_exp2(row_max - use_max);
+  row_max = new_max;
+  row_sum *= scale_old;
+}
+
+// A row whose maximum held keeps its scale of exactly 1 (ex2 of 0), and a product by 1 changes no number: on a
+// long prefix the maxima settle within a few tiles, and a warp whose 16 rows all held skips the 64 products (a
+// branch per lane: the warp runs the block when any of its lanes needs it).
+DDK_DEVICE void rescale_output(float (&o)[kOutTiles][4], const float (&scale_old)[2]) {
+  if (scale_old[0] != 1.f || scale_old[1] != 1.f)
+    for (int n = 0; n < kOutTiles; ++n) {
+      o[n][0] *= scale_old[0];
+      o[n][1] *= scale_old[0];
+      o[n][2] *= scale_old[1];
+      o[n][3] *= scale_old[1];
+    }
+}
+
+// P rounded to bf16 before P.V (as the A fragments of its two k-steps), and the row sums taken of the rounded
+// values.
+DDK_DEVICE void probabilities(uint32_t (&pf)[2][4], float (&row_sum)[2], const float (&s)[4][4],
+                              const float (&use_max)[2]) {
+  for (int n = 0; n < 4; ++n)
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t packed = ddk::pack_bf16x2(ddk::fast_exp2(s[n][2 * h] - use_max[h]),
+                                               ddk::fast_exp2(s[n][2 * h + 1] - use_max[h]));
+      row_sum[h] += ddk::bf16_to_float(static_cast<uint16_t>(packed & 0xffffu)) +
+                    ddk::bf16_to_float(static_cast<uint16_t>(packed >> 16));
+      pf[n / 2][(n % 2) * 2 + h] = packed;  // C fragments of n-tiles 2j, 2j+1 -> A fragment of k-step j
+    }
+}
+
+// O += P.V over this warp's 128 columns of the tile's values, from this lane's row of V for the ldmatrix (v_rows):
+// each k-step and pair of n-tiles a constant offset from it.
+DDK_DEVICE void accumulate_pv(float (&o)[kOutTiles][4], const uint32_t (&pf)[2][4], const char* v_rows) {
+  for (int kstep = 0; kstep < 2; ++kstep)
+    for (int pair = 0; pair < kOutTiles / 2; ++pair) {
+      uint32_t b[4];
+      ddk::ldmatrix_x4_trans(b, v_rows + smem_offset(kstep * 16, pair * 2));
+      const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+      ddk::mma_bf16_m16n8k16(o[2 * pair], pf[kstep], b0, o[2 * pair]);
+      ddk::mma_bf16_m16n8k16(o[2 * pair + 1], pf[kstep], b1, o[2 * pair + 1]);
+    }
+}
+
+// Row sums were kept per lane; the 4 lanes of a quad hold the rest of each row.
+DDK_DEVICE void sum_over_quad(float (&row_sum)[2]) {
+  for (int h = 0; h < 2; ++h) {
+    row_sum[h] += ddk::shfl_xor(row_sum[h], 1);
+    row_sum[h] += ddk::shfl_xor(row_sum[h], 2);
+  }
+}
+
+// The two rows' 1 / sum (0 for a fully masked row, not NaN) and, for a part (slot >= 0), the power of two each
+// row's quarter is stored divided by (part_scale); a whole row tile keeps the scale 1.
+DDK_DEVICE void row_normalizers(float (&inv)[2], PartScale (&scale)[2], const float (&o)[kOutTiles][4],
+                                const float (&row_sum)[2], int slot) {
+  for (int h = 0; h < 2; ++h) {
+    inv[h] = row_sum[h] > 0.f ? 1.f / row_sum[h] : 0.f;
+    if (slot < 0) continue;  // uniform over the CTA: the whole warp shuffles
+    float largest = 0.f;
+    for (int n = 0; n < kOutTiles; ++n)
+      largest = fmaxf(largest, fmaxf(finite_abs(o[n][2 * h]), finite_abs(o[n][2 * h + 1])));
+    largest = fmaxf(largest, ddk::shfl_xor(largest, 1));
+    largest = fmaxf(largest, ddk::shfl_xor(largest, 2));
+    scale[h] = part_scale(largest * inv[h]);
+  }
+}
+
+// Request-local row r of a whole row tile, this warp's quarter of its columns, to the output in bf16, and its
+// natural-log LSE.
+DDK_DEVICE void write_output_row(const VerifyParams& p, const Request& g, const float (&o)[kOutTiles][4], int h, int r,
+                                 int quarter, int lc, float inv, float lse2) {
+  const int64_t grow = static_cast<int64_t>(g.q_base) * p.heads + r;
+  uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + grow * kDimV + quarter * kColSlice);
+  for (int n = 0; n < kOutTiles; ++n)
+    ddk::st_global(dst + (n * 8 + 2 * lc) / 2, ddk::pack_bf16x2(o[n][2 * h] * inv, o[n][2 * h + 1] * inv));
+  if (p.lse != nullptr && (ddk::thread_idx_x_here() & 0x63u) == 0)  // quarter 0, lc 0 (see write_part_row)
+    ddk::st_global(p.lse + grow, lse2 * kLn2);
+}
+
+// Row 8 * h of this lane's rows as a part: for the combine (the workspace's `slot`), or staged in shared memory
+// for the cluster's merge (the same layout at row m, rows padded), one store path through generic addresses.
+DDK_DEVICE void write_part_row(const VerifyParams& p, char* smem, const int* merge_word, const float (&o)[kOutTiles][4],
+                               int h, int slot, int block_m, int quarter, int lc, float inv, PartScale scale,
+                               float lse2) {
+  const bool staged = ddk::ld_shared(merge_word) != kMergeNone;
+  // (this lane's row of the tile, group * 16 + lr, from the thread index read here: kept from the start, the
+  // compiler spilled it through the tile loop on sm_120)
+  const unsigned here = ddk::thread_idx_x_here();
+  const int64_t part = (staged ? 0 : static_cast<int64_t>(slot) * block_m) +
+                       static_cast<int>((here >> 7) * 16 + (here >> 2) % 8) + 8 * h;
+  const float s = inv * scale.inverse;  // a power of two times inv: the same bits as two products
+  uint16_t* o_base = staged ? staged_o(smem) : p.ws_o;
+  Half4* dst = reinterpret_cast<Half4*>(o_base + (part * (staged ? kStagedRow : kDimV) + quarter * kColSlice));
+  for (int j = 0; j < kOutTiles / 2; ++j)
+    ddk::st_generic(dst + (j * 4 + lc),
+                    Half4{ddk::pack_f16x2(o[2 * j][2 * h] * s, o[2 * j][2 * h + 1] * s),
+                          ddk::pack_f16x2(o[2 * j + 1][2 * h] * s, o[2 * j + 1][2 * h + 1] * s)});
+  // lc == 0 is t % 4 == 0, quarter == 0 as well t & 0x63 == 0: tested on the thread index read here, since
+  // predicates derived from it at the start would take registers (or spill) through the tile loop.
+  const unsigned t = ddk::thread_idx_x_here();
+  float* scales = staged ? staged_scale(smem, block_m) : p.ws_scale;
+  float* lses = staged ? staged_lse(smem, block_m) : p.ws_lse;
+  if ((t & 3u) == 0) ddk::st_generic(scales + (part * kPartQuarters + quarter), scale.unit);
+  if ((t & 0x63u) == 0) ddk::st_generic(lses + part, lse2);
+}
+
 // Row tile `row_tile` of request g over key tiles [tile_begin, tile_end). slot < 0: the segment is the row tile
 // whole and writes the output; else it writes partial `slot` of the workspace for the combine, or, in a
 // merging cluster (*merge_word), stages it in shared memory and merges it with the cluster's others.
@@ -626,24 +836,9 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
   // global index are recomputed where used: 168 registers (65,536 / 384 threads) leave none to keep them.
   const int my_row = row0 + group * 16 + lr;
 
-  // Q (staged in stage 1 and the partial-S buffer), the first KV tile (stage 0), its mask words and the second
-  // tile's slot indices are in flight together (a short launch is a chain of round trips), the copies under one
-  // wait; each warp then keeps its 16 rows x 144 dims of Q in registers. Where the first tile holds draft keys
-  // only (no prefix), nothing waits for an index: the offsets are the launch's one round trip before it.
-  copy_q_rows(smem, p, g, row0, block_m, threads);
-  load_tile<false>(smem, p, g, nullptr, tile_begin * kBlockN);
-  load_mask_words(p, g, mask_words + mask_buffer(p, 0), row0, tile_begin);
-  ddk::cp_async_commit();
-  const int32_t second_slot = tile_begin + 1 < tile_end ? fetch_slot(p, g, (tile_begin + 1) * kBlockN) : 0;
-  stage_slot(slot_buffer(smem, 1), second_slot);
-  ddk::cp_async_wait<0>();
-  ddk::sync_block();
+  load_segment_start(smem, p, g, mask_words, row0, block_m, threads, tile_begin, tile_end);
   uint32_t qf[kKSteps][4];
-  for (int ks = 0; ks < kKSteps; ++ks) {
-    const int chunk = quarter * (kDimSlice / 8) + ks * 2 + lane / 16;
-    ddk::ldmatrix_x4(qf[ks], smem + (kStageBytes + smem_offset(group * 16 + lane % 16, chunk)));
-  }
-  ddk::sync_block();  // stage 1 is about to hold keys
+  load_q_fragments(qf, smem, group, quarter, lane);
 
   float o[kOutTiles][4];  // zeroed only now: nothing else lives through the prologue's loads
   for (int n = 0; n < kOutTiles; ++n)
@@ -656,42 +851,17 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
   for (int tile = tile_begin; tile < tile_end; ++tile) {
     const int it = tile - tile_begin;
     char* stage = smem + (it % kStages) * kStageBytes;
-    const bool more = tile + 1 < tile_end;
-    if (more) {
-      char* next = smem + ((it + 1) % kStages) * kStageBytes;
-      load_tile<true>(next, p, g, slot_buffer(smem, it + 1), (tile + 1) * kBlockN);
-      // into the buffers the last tile read
-      load_mask_words(p, g, mask_words + mask_buffer(p, it + 1), row0, tile + 1);
-    }
-    ddk::cp_async_commit();
-    const int32_t later_slot = tile + 2 < tile_end ? fetch_slot(p, g, (tile + 2) * kBlockN) : 0;
-
-    // Partial S over this warp's 144 dims, the tile's two 16-key pairs (n8 tiles 2 * pair, 2 * pair + 1)
-    // accumulated side by side: four independent mma chains (two chains of nine, one pair after the other,
-    // waited out the accumulator's latency between steps), their 16 accumulators beside Q and O in 168
-    // registers without a spill.
+    const int32_t later_slot = prefetch_next_tile(smem, p, g, mask_words, row0, tile, it, tile_end);
     Float4* mine = reinterpret_cast<Float4*>(reduce) + (group * 4 + quarter) * kQuarterUnits + lane;
     float acc[2][2][4] = {};
-    for (int ks = 0; ks < kKSteps; ++ks)
-      for (int pair = 0; pair < 2; ++pair) {
-        uint32_t b[4];
-        const int m = lane / 8;
-        const int key = pair * 16 + (m / 2) * 8 + lane % 8;
-        const int chunk = quarter * (kDimSlice / 8) + ks * 2 + m % 2;  // ks's part a constant offset, not a division
-        ddk::ldmatrix_x4(b, stage + smem_offset(key, chunk));
-        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-        ddk::mma_bf16_m16n8k16(acc[pair][0], qf[ks], b0, acc[pair][0]);
-        ddk::mma_bf16_m16n8k16(acc[pair][1], qf[ks], b1, acc[pair][1]);
-      }
-    for (int n = 0; n < 4; ++n) {
-      const float(&c)[4] = acc[n / 2][n % 2];
-      ddk::st_shared(mine + n * 32, Float4{c[0], c[1], c[2], c[3]});
-    }
+    partial_scores(acc, stage, qf, quarter, lane);
+    store_partial_scores(mine, acc);
     stage_slot(slot_buffer(smem, it + 2), later_slot);
     ddk::sync_block();
 
-    // Full S (the four quarters summed in a fixed order, so every warp of the group agrees bit for bit),
-    // scaled into the exp2 domain and masked.
+    // Full S (the four quarters summed in a fixed order, so every warp of the group agrees bit for bit), scaled
+    // into the exp2 domain. Written out here: as a function of its own, nvcc's code for the tile loop changed
+    // (and spilled on sm_120).
     float s[4][4];
     const Float4* sums = reinterpret_cast<const Float4*>(reduce) + group * 4 * kQuarterUnits + lane;
     for (int n = 0; n < 4; ++n) {
@@ -708,126 +878,38 @@ DDK_DEVICE void run_segment(const VerifyParams& p, char* smem, const Request& g,
       }
       for (int e = 0; e < 4; ++e) s[n][e] = v[e] * p.scale_log2;
     }
-    // Keys past the request's end and draft keys a row does not see are masked in a tile that holds draft
-    // keys, with the staged mask words of this lane's two rows; a tile of prefix keys (a branch uniform over
-    // the CTA) is visible to every row and skips the test of each score: on the H200 the tile loop is bound
-    // by the instructions it issues (ncu: 7 a counted primitive), and nearly every tile is of the prefix.
-    if (tile * kBlockN + kBlockN > g.prefix) {
-      for (int h = 0; h < 2; ++h) {
-        const int row = group * 16 + lr + 8 * h;
-        const uint32_t seen = visible_keys(
-            g, tile, ddk::ld_shared(mask_words + (mask_buffer(p, it) + mask_slot(row, 0))),
-            ddk::ld_shared(mask_words + (mask_buffer(p, it) + mask_slot(row, 1)))) >> (2 * lc);
-        for (int n = 0; n < 4; ++n)
-          for (int e = 0; e < 2; ++e)
-            if (!((seen >> (n * 8 + e)) & 1u)) s[n][2 * h + e] = kNegInf;  // key n * 8 + 2 * lc + e
-      }
-    }
+    // Only a tile that holds draft keys is masked: a tile of prefix keys (a branch uniform over the CTA) is
+    // visible to every row and skips the test of each score: on the H200 the tile loop is bound by the
+    // instructions it issues (ncu: 7 a counted primitive), and nearly every tile is of the prefix.
+    if (tile * kBlockN + kBlockN > g.prefix) mask_invisible_keys(s, p, g, mask_words, tile, it, group, lr, lc);
     float tile_max[2] = {kNegInf, kNegInf};
-    for (int n = 0; n < 4; ++n)
-      for (int h = 0; h < 2; ++h)
-        for (int e = 0; e < 2; ++e) tile_max[h] = fmaxf(tile_max[h], s[n][2 * h + e]);  // a NaN score: left out
+    tile_row_max(tile_max, s);
     float scale_old[2], use_max[2];
-    for (int h = 0; h < 2; ++h) {
-      tile_max[h] = fmaxf(tile_max[h], ddk::shfl_xor(tile_max[h], 1));
-      tile_max[h] = fmaxf(tile_max[h], ddk::shfl_xor(tile_max[h], 2));
-      const float new_max = fmaxf(row_max[h], tile_max[h]);
-      use_max[h] = new_max == kNegInf ? 0.f : new_max;  // nothing visible yet: avoid (-inf) - (-inf)
-      scale_old[h] = ddk::fast_exp2(row_max[h] - use_max[h]);
-      row_max[h] = new_max;
-      row_sum[h] *= scale_old[h];
-    }
-    // A row whose maximum held keeps its scale of exactly 1 (ex2 of 0), and a product by 1 changes no number: on
-    // a long prefix the maxima settle within a few tiles, and a warp whose 16 rows all held skips the 64
-    // products (a branch per lane: the warp runs the block when any of its lanes needs it).
-    if (scale_old[0] != 1.f || scale_old[1] != 1.f)
-      for (int n = 0; n < kOutTiles; ++n) {
-        o[n][0] *= scale_old[0];
-        o[n][1] *= scale_old[0];
-        o[n][2] *= scale_old[1];
-        o[n][3] *= scale_old[1];
-      }
-    // P rounded to bf16 before P.V, and the row sums taken of the rounded values.
+    for (int h = 0; h < 2; ++h) online_max_step(scale_old[h], use_max[h], row_max[h], row_sum[h], tile_max[h]);
+    rescale_output(o, scale_old);
     uint32_t pf[2][4];
-    for (int n = 0; n < 4; ++n)
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t packed = ddk::pack_bf16x2(ddk::fast_exp2(s[n][2 * h] - use_max[h]),
-                                                 ddk::fast_exp2(s[n][2 * h + 1] - use_max[h]));
-        row_sum[h] += ddk::bf16_to_float(static_cast<uint16_t>(packed & 0xffffu)) +
-                      ddk::bf16_to_float(static_cast<uint16_t>(packed >> 16));
-        pf[n / 2][(n % 2) * 2 + h] = packed;  // C fragments of n-tiles 2j, 2j+1 -> A fragment of k-step j
-      }
-
-    // this lane's row of V for the ldmatrix (key (m % 2) * 8 + lane % 8, chunk m / 2 of the quarter's columns),
-    // then each k-step and pair of n-tiles a constant offset from it
+    probabilities(pf, row_sum, s, use_max);
+    // this lane's row of V for the ldmatrix: key (m % 2) * 8 + lane % 8, chunk m / 2 of the quarter's columns
     const char* v_rows = stage + smem_offset((lane / 8 % 2) * 8 + lane % 8, quarter * (kColSlice / 8) + lane / 16);
-    for (int kstep = 0; kstep < 2; ++kstep)
-      for (int pair = 0; pair < kOutTiles / 2; ++pair) {
-        uint32_t b[4];
-        ddk::ldmatrix_x4_trans(b, v_rows + smem_offset(kstep * 16, pair * 2));
-        const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-        ddk::mma_bf16_m16n8k16(o[2 * pair], pf[kstep], b0, o[2 * pair]);
-        ddk::mma_bf16_m16n8k16(o[2 * pair + 1], pf[kstep], b1, o[2 * pair + 1]);
-      }
+    accumulate_pv(o, pf, v_rows);
     ddk::cp_async_wait<0>();
     ddk::sync_block();  // the next tile is in; this stage and the reduce buffer are rewritten next
   }
 
-  // Row sums were kept per lane; the 4 lanes of a quad hold the rest of each row.
-  for (int h = 0; h < 2; ++h) {
-    row_sum[h] += ddk::shfl_xor(row_sum[h], 1);
-    row_sum[h] += ddk::shfl_xor(row_sum[h], 2);
-  }
+  sum_over_quad(row_sum);
   const int slot = ddk::ld_shared(slot_word);  // read here, not kept in a register through the tiles
   float inv[2];
   PartScale scale[2] = {{1.f, 1.f}, {1.f, 1.f}};
-  for (int h = 0; h < 2; ++h) {
-    inv[h] = row_sum[h] > 0.f ? 1.f / row_sum[h] : 0.f;  // a fully masked row gives 0, not NaN
-    if (slot < 0) continue;  // uniform over the CTA: the whole warp shuffles
-    float largest = 0.f;
-    for (int n = 0; n < kOutTiles; ++n)
-      largest = fmaxf(largest, fmaxf(finite_abs(o[n][2 * h]), finite_abs(o[n][2 * h + 1])));
-    largest = fmaxf(largest, ddk::shfl_xor(largest, 1));
-    largest = fmaxf(largest, ddk::shfl_xor(largest, 2));
-    scale[h] = part_scale(largest * inv[h]);
-  }
+  row_normalizers(inv, scale, o, row_sum, slot);
   for (int h = 0; h < 2; ++h) {
     if (!(my_row + 8 * h < g.rows)) continue;
     // NaN (a poisoned key was read) must reach the combine and the output, never hide as an empty part.
     const bool seen = row_sum[h] > 0.f || row_sum[h] != row_sum[h];
     const float lse2 = seen ? row_max[h] + log2f(row_sum[h]) : kNegInf;
-    if (slot < 0) {
-      const int r = my_row + 8 * h;
-      const int64_t grow = static_cast<int64_t>(g.q_base) * p.heads + r;
-      uint32_t* dst = reinterpret_cast<uint32_t*>(p.out + grow * kDimV + quarter * kColSlice);
-      for (int n = 0; n < kOutTiles; ++n)
-        ddk::st_global(dst + (n * 8 + 2 * lc) / 2, ddk::pack_bf16x2(o[n][2 * h] * inv[h], o[n][2 * h + 1] * inv[h]));
-      if (p.lse != nullptr && (ddk::thread_idx_x_here() & 0x63u) == 0)  // quarter 0, lc 0 (see below)
-        ddk::st_global(p.lse + grow, lse2 * kLn2);
-    } else {
-      // A part for the combine (the workspace), or staged in shared memory for the cluster's merge (the same
-      // layout at row m, rows padded): one store path through generic addresses.
-      const bool staged = ddk::ld_shared(merge_word) != kMergeNone;
-      // (this lane's row of the tile, group * 16 + lr, from the thread index read here: kept from the start,
-      // the compiler spilled it through the tile loop on sm_120)
-      const unsigned here = ddk::thread_idx_x_here();
-      const int64_t part = (staged ? 0 : static_cast<int64_t>(slot) * block_m) +
-                           static_cast<int>((here >> 7) * 16 + (here >> 2) % 8) + 8 * h;
-      const float s = inv[h] * scale[h].inverse;  // a power of two times inv: the same bits as two products
-      uint16_t* o_base = staged ? staged_o(smem) : p.ws_o;
-      Half4* dst = reinterpret_cast<Half4*>(o_base + (part * (staged ? kStagedRow : kDimV) + quarter * kColSlice));
-      for (int j = 0; j < kOutTiles / 2; ++j)
-        ddk::st_generic(dst + (j * 4 + lc),
-                        Half4{ddk::pack_f16x2(o[2 * j][2 * h] * s, o[2 * j][2 * h + 1] * s),
-                              ddk::pack_f16x2(o[2 * j + 1][2 * h] * s, o[2 * j + 1][2 * h + 1] * s)});
-      // lc == 0 is t % 4 == 0, quarter == 0 as well t & 0x63 == 0: tested on the thread index read here, since
-      // predicates derived from it at the start would take registers (or spill) through the tile loop.
-      const unsigned t = ddk::thread_idx_x_here();
-      float* scales = staged ? staged_scale(smem, block_m) : p.ws_scale;
-      float* lses = staged ? staged_lse(smem, block_m) : p.ws_lse;
-      if ((t & 3u) == 0) ddk::st_generic(scales + (part * kPartQuarters + quarter), scale[h].unit);
-      if ((t & 0x63u) == 0) ddk::st_generic(lses + part, lse2);
-    }
+    if (slot < 0)
+      write_output_row(p, g, o, h, my_row + 8 * h, quarter, lc, inv[h], lse2);
+    else
+      write_part_row(p, smem, merge_word, o, h, slot, block_m, quarter, lc, inv[h], scale[h], lse2);
   }
 }
 
@@ -1105,6 +1187,31 @@ DDK_DEVICE void first_range(const VerifyParams& p, int cta, Range& range, Cursor
   }
 }
 
+// The segment a CTA's walk over its range reaches at cursor `at` (its range ending at unit `range_end`): past
+// the requests whose units are done, the row tile holding the cursor's unit and its key tiles [tile_begin,
+// tile_end) up to the range's end. g: the cursor's request on entry, the segment's on return. The kernel's walk
+// and the tests' probe of it (kernels/verify/split_probe_emu.cpp) take each segment from here; its slot stays
+// in the walk (as a function of its own, even one line, nvcc's code for the kernel changed).
+struct SegmentAt {
+  int64_t request_base, row_tile_base;  // the segment's request's first unit and its row tile's, over the batch
+  int request, row_tile, tile_begin, tile_end;
+};
+
+DDK_DEVICE SegmentAt segment_at(const VerifyParams& p, Cursor at, int64_t range_end, Request& g) {
+  int64_t request_base = at.request_base;
+  int unit = at.unit, request = at.request;  // a request's units fit 32 bits: 32-bit divisions below
+  while (unit == g.row_tiles * g.tiles) {  // past this request's units
+    request_base += unit;
+    unit = 0;
+    g = request_at(p, ++request);
+  }
+  const int row_tile = unit / g.tiles, tile_begin = unit % g.tiles;
+  const int64_t row_tile_base = request_base + static_cast<int64_t>(row_tile) * g.tiles;
+  const int64_t stop = range_end - row_tile_base;
+  const int tile_end = stop < g.tiles ? static_cast<int>(stop) : g.tiles;
+  return SegmentAt{request_base, row_tile_base, request, row_tile, tile_begin, tile_end};
+}
+
 DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const VerifyParams p) {
   char* smem = ddk::dynamic_smem() + kHeaderBytes;  // the first stage (see kHeaderBytes)
   const int cta = ddk::block_idx_x();
@@ -1133,23 +1240,15 @@ DDK_GLOBAL DDK_LAUNCH_BOUNDS(kMaxThreads, 1) void verify_attention_kernel(const 
   for (int k = 0, segment = 0;; k ^= 1, ++segment) {
     const Cursor at = ddk::ld_shared(cursor + k);
     const Range whole_range = ddk::ld_shared(range);
-    int64_t request_base = at.request_base;
-    int unit = at.unit, request = at.request;  // a request's units fit 32 bits: 32-bit divisions below
-    if (request_base + unit >= whole_range.end) {  // (a merging cluster's CTAs return after their merge)
+    if (at.request_base + at.unit >= whole_range.end) {  // (a merging cluster's CTAs return after their merge)
       if (p.arrivals != nullptr && p.cluster > 1) arrive_for_cluster(p, smem, tail);
       else if (p.arrivals != nullptr) arrive_at_parts(p, smem, tail, 0, false);
       return;
     }
     Request g = request_of(p, ddk::ld_shared(extent + k));
-    while (unit == g.row_tiles * g.tiles) {  // past this request's units
-      request_base += unit;
-      unit = 0;
-      g = request_at(p, ++request);
-    }
-    const int row_tile = unit / g.tiles, tile_begin = unit % g.tiles;
-    const int64_t row_tile_base = request_base + static_cast<int64_t>(row_tile) * g.tiles;
-    const int64_t stop = whole_range.end - row_tile_base;
-    const int tile_end = stop < g.tiles ? static_cast<int>(stop) : g.tiles;
+    const SegmentAt s = segment_at(p, at, whole_range.end, g);
+    const int64_t request_base = s.request_base, row_tile_base = s.row_tile_base;
+    const int request = s.request, row_tile = s.row_tile, tile_begin = s.tile_begin, tile_end = s.tile_end;
     const bool whole = tile_begin == 0 && tile_end == g.tiles;
     // A part that starts the CTA's range is its slot 0; only its last segment can be another part (slot 1).
     const int slot = whole ? -1 : 2 * cta + (segment == 0 ? 0 : 1);
