@@ -9,11 +9,12 @@ from __future__ import annotations
 import click
 
 from ddbench.atomic import write_atomic, write_json_atomic
-from ddbench.cli.common import load_suites, require_cases, select_cases, stderr, stdout
-from ddbench.errors import InputError
-from ddbench.explain.selftest import DEFAULT_AS, build_mutants, run_selftest
+from ddbench.cli.common import stderr, stdout
+from ddbench.explain.selftest import DEFAULT_AS
 from ddbench.report.diagnosis_markdown import selftest_markdown
 from ddbench.report.diagnosis_table import selftest_table
+from ddbench.runner import Session, SessionOptions
+from ddbench.runner.session import SelftestRequest
 
 DEFAULT_SUITE = "suites/smoke.json"
 EXIT_HOLE = 1
@@ -49,12 +50,13 @@ def selftest_command(
     markdown_path: str | None,
 ) -> None:
     """Prove the suite catches every classic marshaling mistake and that explain names each one."""
-    cases = select_cases(load_suites(suite_paths or (DEFAULT_SUITE,)), filter_expr)
-    require_cases(cases, filter_expr)
-    try:
-        chosen, controls, notes = build_mutants(mutants, emu=not no_emu)
-    except KeyError as err:
-        raise InputError(err.args[0], path="--mutant") from None
+    request = SelftestRequest(mutants, as_backend, emu=not no_emu)
+    session = Session(
+        SessionOptions(suites=suite_paths or (DEFAULT_SUITE,), filter_expr=filter_expr, selftest=request)
+    )
+    cases = session.cases
+    assert session.mutants is not None
+    chosen, controls, notes = session.mutants
     for note in notes:
         stderr.print(note, highlight=False)
     stderr.print(
@@ -68,7 +70,7 @@ def selftest_command(
         done += 1
         stderr.print(f"[{done}/{len(cases)}] {case.id} ({seconds:.2f}s)", highlight=False)
 
-    report = run_selftest(cases, chosen, controls, as_backend, notes, progress)
+    report = session.run_selftest(progress)
     document = report.to_json()
     stdout.print(selftest_table(document))
     n = len(report.mutants)

@@ -29,6 +29,7 @@ from ddbench.baselines.lookup import BaselineSet
 from ddbench.errors import BackendUnavailable, InputError
 from ddbench.explain.attach import diagnose_failures
 from ddbench.explain.mutants import MUTANT_FAMILIES
+from ddbench.explain.selftest import DEFAULT_AS, SelftestReport, build_mutants, run_selftest
 from ddbench.results.case_result import CaseResult
 from ddbench.results.document import run_verdict, summary_of
 from ddbench.runner.budgets import budget_for
@@ -71,6 +72,16 @@ class SessionOptions:
     diagnose: bool = True
     skip_unavailable: bool = False  # drop unavailable backends (listed in `unavailable`) instead of exit 3
     model: ModelRequest | None = None  # a modeled run instead of a parity run (run_modeled)
+    selftest: SelftestRequest | None = None  # the mutation self-test instead of a parity run (run_selftest)
+
+
+@dataclass(frozen=True)
+class SelftestRequest:
+    """The mutation self-test: which mutants (all where empty), judged with whose bounds."""
+
+    mutants: tuple[str, ...] = ()  # names or hypotheses
+    as_backend: str = DEFAULT_AS
+    emu: bool = True  # the emulated kernel's mutants too (where the emulation builds)
 
 
 @dataclass
@@ -109,8 +120,12 @@ class Session:
         if options.case_ids is not None:
             cases = _picked(cases, options.case_ids, options.suites)
         self.modeled: ModeledRun | None = None
+        self.mutants: tuple[list[Backend], list[Backend], list[str]] | None = None
         if options.model is not None:
             self._prepare_modeled(cases, options.model)
+            return
+        if options.selftest is not None:
+            self._prepare_selftest(cases, options.selftest)
             return
         self.plugins = self._load_plugins()
         asked = self._asked_names()
@@ -150,11 +165,23 @@ class Session:
     def _prepare_modeled(self, cases: list[Case], request: ModelRequest) -> None:
         """A modeled run runs no backend: it counts on the emulation (on the CPU), where it counts at all."""
         self.modeled = ModeledRun(cases, request)
-        self.cases = self.modeled.cases
+        self._no_backends(self.modeled.cases, ["cuda-emu"] if request.counts else [])
+
+    def _prepare_selftest(self, cases: list[Case], request: SelftestRequest) -> None:
+        """The self-test runs its own mutants and controls in the kernel's place, and the references."""
+        try:
+            self.mutants = build_mutants(request.mutants, emu=request.emu)
+        except KeyError as err:
+            raise InputError(err.args[0], path="--mutant") from None
+        self._no_backends(cases, [])
+
+    def _no_backends(self, cases: list[Case], counting: list[str]) -> None:
+        """A run that resolves no backend of the cases' own: `counting` names what its estimate counts."""
+        self.cases = cases
         self.plugins = {}
         self.roster = self.roles = {}
         self.not_run, self.unavailable, self.backends = {}, {}, {}
-        self.plan = {c.id: ["cuda-emu"] if request.counts else [] for c in self.cases}
+        self.plan = {c.id: list(counting) for c in self.cases}
         self.device = torch.device("cpu")
         self.baselines = BaselineSet(device_key(self.device), None)
 
@@ -282,6 +309,13 @@ class Session:
         if self.modeled is None:
             raise ValueError("run_modeled needs a Session made with SessionOptions.model")
         return self.modeled.run(sinks, deadline)
+
+    def run_selftest(self, on_case: Callable[[Case, float], None] | None = None) -> SelftestReport:
+        """Every mutant and control on every case (a Session made with `SessionOptions.selftest`)."""
+        if self.mutants is None or self.options.selftest is None:
+            raise ValueError("run_selftest needs a Session made with SessionOptions.selftest")
+        mutants, controls, notes = self.mutants
+        return run_selftest(self.cases, mutants, controls, self.options.selftest.as_backend, notes, on_case)
 
     def run(self, sinks: Sequence[Sink] = (), deadline: float | None = None) -> RunOutcome:
         """Every case in order; `deadline` (a perf_counter time) stops before the next case, incomplete."""
