@@ -398,3 +398,10 @@ def test_profile_refuses_a_case_its_counted_launch_cannot_fit_as_run_does(tmp_pa
     assert "estimated peak memory" in result.output
     small = _run("--max-memory", "0.001")
     assert small.exit_code == 2 and "exceeds the limit 1.0 MB" in small.output, small.output
+
+
+def test_a_baseline_of_another_gpu_is_refused_before_any_case_is_counted():
+    h200 = str(Path(__file__).resolve().parents[1] / "baselines" / "model-h200" / "smoke.json")
+    result = _run("--gpu", "rtx-pro-6000", "--baseline", h200)
+    assert result.exit_code == 2 and "gpu: a baseline for 'h200', not 'rtx-pro-6000'" in result.output
+    assert "modeled " not in result.output  # no case was counted first

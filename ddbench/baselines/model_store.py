@@ -36,6 +36,16 @@ def stored_model_baseline(path: Path) -> Mapping[str, Any] | None:
         raise InputError(f"{err.reason}; refusing to replace it", file=str(path), path=err.path) from None
 
 
+def read_model_baseline(path: Path, gpu_key: str) -> Mapping[str, Any]:
+    """A model baseline to judge a run of `gpu_key` against, read and checked before the run."""
+    document = check_baseline(read_json(path, what="model baseline"), str(path))
+    if document.get("gpu") != gpu_key:
+        raise InputError(
+            f"a baseline for {document.get('gpu')!r}, not {gpu_key!r}", file=str(path), path="gpu"
+        )
+    return document
+
+
 def check_replaceable(path: Path, gpu_key: str) -> None:
     """Refuse now, before any work, what `store_model_baseline` would refuse at the end."""
     folder = path.parent

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from ddbench.atomic import check_writable
-from ddbench.baselines.model_store import check_replaceable
+from ddbench.baselines.model_store import check_replaceable, read_model_baseline
 from ddbench.cli.common import FiniteFloatRange, estimate_options, refuse_unfit, stderr, stdout
 from ddbench.cli.model_baseline_update import require_parity_of, write_model_baseline
 from ddbench.cli.progress import ModelProgressSink
@@ -179,6 +179,7 @@ def profile_command(
     session = Session(options)
     if update_path:
         check_replaceable(Path(update_path), gpu_key)  # refused before any work
+    baseline = None if baseline_path is None else read_model_baseline(Path(baseline_path), gpu_key)
     refuse_unfit(session, max_memory, ignore_estimates)
     with ModelProgressSink(stderr, len(session.cases)) as progress:
         outcome = session.run_modeled([*outputs.sinks(session), progress])
@@ -192,8 +193,9 @@ def profile_command(
         path = Path(update_path)
         require_parity_of(outcome.selected, parity_from, options, path, stderr)
         write_model_baseline(path, outcome, bool(filter_expr), stdout)
-    if baseline_path:
-        verdict = outcome.judge(baseline_path, Tolerances(max_modeled_regression, max_cuda_over_triton))
+    if baseline is not None and baseline_path is not None:
+        limits = Tolerances(max_modeled_regression, max_cuda_over_triton)
+        verdict = outcome.judge(baseline, baseline_path, limits)
         print_model_verdict(stdout, verdict.regressions, verdict.notes, len(outcome.cases))
         if verdict.regressions:
             raise click.exceptions.Exit(1)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ddbench.counters import LaunchCounters, parse_counters
 from ddbench.errors import InputError
@@ -114,11 +114,10 @@ class ModeledOutcome:
         """Cases whose counted launch the sanitizer found a race or an out-of-range access in."""
         return [c for c in self.cases if c.sanitizer is not None and not c.sanitizer.clean]
 
-    def judge(self, baseline_file: str, tolerances: Tolerances) -> ModelVerdict:
-        """Regressions against a stored model baseline; a case's suite budget (its `model` limits for this
-        GPU) replaces `tolerances` for that case."""
+    def judge(self, baseline: Mapping[str, Any], baseline_file: str, tolerances: Tolerances) -> ModelVerdict:
+        """Regressions against a stored model baseline (read before the run: `read_model_baseline`); a case's
+        suite budget (its `model` limits for this GPU) replaces `tolerances` for that case."""
         from_budgets = case_tolerances(self.selected, self.gpu.key)
-        baseline = read_json(Path(baseline_file), what="model baseline")
         found, notes = regressions(
             self.profiles,
             baseline,
