@@ -23,6 +23,24 @@ def smoke_cases():
     return list(load_suite_file(SMOKE).cases)
 
 
+# The smoke cases the model-baseline tests write baselines of, and the parity those baselines need.
+PICK = "ddtree and p21"
+
+
+@pytest.fixture(scope="session")
+def parity_results(tmp_path_factory):
+    """A normal run of the picked smoke cases, as `ddbench run --json` writes it: the kernel parity a model
+    baseline is written after (`--parity-from`). Made once per test process."""
+    from click.testing import CliRunner
+
+    from ddbench.cli.main import cli
+
+    path = tmp_path_factory.mktemp("run") / "results.json"
+    result = CliRunner().invoke(cli, ["run", str(SMOKE), "-k", PICK, "--json", str(path)])
+    assert result.exit_code == 0, result.output[-2000:]
+    return path
+
+
 def smoke_case(cases, label: str):
     """The one smoke case whose ID starts with `label` (tests name cases by their readable start)."""
     found = [c for c in cases if c.id.startswith(label)]

@@ -94,7 +94,7 @@ def test_a_bad_baseline_names_the_file(doc, where):
     assert err.value.message.startswith("b.json") and where in err.value.message
 
 
-def test_the_cli_writes_a_baseline_and_fails_on_a_regression(tmp_path):
+def test_the_cli_writes_a_baseline_and_fails_on_a_regression(tmp_path, parity_results):
     cases = select_cases([load_suite_file(SMOKE)], PICK)
     counters = {c.id: tiling_counters(CaseShape.of(c)).to_json() for c in cases}
     (tmp_path / "c.json").write_text(json.dumps(counters))
@@ -111,7 +111,8 @@ def test_the_cli_writes_a_baseline_and_fails_on_a_regression(tmp_path):
         str(tmp_path / "r.json"),
     ]
     runner = CliRunner()
-    assert runner.invoke(cli, [*common, "--update-baseline", str(tmp_path / "b.json")]).exit_code == 0
+    update = ["--update-baseline", str(tmp_path / "b.json"), "--parity-from", str(parity_results)]
+    assert runner.invoke(cli, [*common, *update]).exit_code == 0
     doc = json.loads((tmp_path / "b.json").read_text())
     assert doc["kind"] == "model-baseline" and set(doc["cases"]) == {c.id for c in cases}
     ok = runner.invoke(cli, [*common, "--baseline", str(tmp_path / "b.json")])

@@ -28,15 +28,6 @@ def _invoke(*args):
     return CliRunner().invoke(cli, [str(a) for a in args])
 
 
-@pytest.fixture(scope="module")
-def parity_results(tmp_path_factory):
-    """A normal run of the picked cases, as `ddbench run --json` writes it."""
-    path = tmp_path_factory.mktemp("run") / "results.json"
-    result = _invoke("run", SMOKE, "-k", PICK, "--json", path)
-    assert result.exit_code == 0, result.output[-2000:]
-    return path
-
-
 def test_update_writes_exactly_what_profile_writes(tmp_path, parity_results):
     by_profile = tmp_path / "profile.json"
     made = _invoke(

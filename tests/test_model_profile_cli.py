@@ -272,15 +272,6 @@ def test_a_what_if_count_must_be_a_whole_positive_number(inputs, value, reason):
     assert "--what-if" in result.output and reason in result.output
 
 
-@pytest.fixture(scope="module")
-def parity_results(tmp_path_factory):
-    """A normal run of the picked cases: the parity a model baseline is written after."""
-    path = tmp_path_factory.mktemp("run") / "results.json"
-    result = CliRunner().invoke(cli, ["run", SMOKE, "-k", PICK, "--json", str(path)])
-    assert result.exit_code == 0, result.output[-2000:]
-    return path
-
-
 def _model_baseline(inputs, parity_results, **changes) -> tuple[list[str], str]:
     """A model baseline of the picked cases (written by profile itself), changed by hand."""
     tmp, _ = inputs
