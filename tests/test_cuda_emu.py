@@ -172,8 +172,12 @@ def suite_backends(emu, fp64):
 
 
 def _long(suite: str, case: Case) -> bool:
-    """kernel-parity's cases and smoke's long prefixes take minutes here: the slow tier runs them."""
-    return suite != "smoke" or max(case.prefix_lens) > 2048
+    """kernel-parity's cases and smoke's long prefixes take minutes here, and smoke's matrix of tree shapes
+    the served buffers and DP attention half a minute more on every backend: the slow tier runs them. The
+    quick tier keeps a ragged batch, DeepSeek's heads, pages, q_len 1 and an empty prefix (served buffers
+    have their own quick tests: tests/test_served_buffers.py)."""
+    quick = {"ragged", "dsv3", "paged", "q1", "prefix0"}
+    return suite != "smoke" or max(case.prefix_lens) > 2048 or case.id.split(".")[0] not in quick
 
 
 def test_the_suites_cover_the_kernel(plans):
