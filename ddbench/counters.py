@@ -301,7 +301,7 @@ def _phase(r: _Reader, value: object, path: str) -> PhaseCounters:
         shared_wavefronts=r.count(o, "shared_wavefronts", path),
         global_bytes=r.count(o, "global_bytes", path),
         global_store_bytes=r.count(o, "global_store_bytes", path, optional=True),
-        shuffles=r.count(o, "shuffles", path),
+        shuffles=r.count(o, "shuffles", path, optional=True),
         warp_instructions=r.count(o, "warp_instructions", path),
         instructions=r.by_kind(o, "instructions", path, INSTRUCTION_KINDS, optional=True),
         cluster_bytes=r.count(o, "cluster_bytes", path),
@@ -323,8 +323,7 @@ def _wait(r: _Reader, value: object, path: str) -> WaitCounters:
 
 
 def _shape(r: _Reader, value: object, path: str) -> CtaShape:
-    """One CTA shape: its count, phases, bytes moved and waits are what the model reads; the rest is
-    detail (absent: 0)."""
+    """One CTA shape: its count, phases and waits are what the model reads; the rest is detail (absent: 0)."""
     o = r.obj(value, path)
     phases = r.array(o, "phases", path)
     waits = r.array(o, "cp_async_waits", path, optional=True)
@@ -337,7 +336,7 @@ def _shape(r: _Reader, value: object, path: str) -> CtaShape:
         example_cta=r.triple(o, "example_cta", path, 0) if "example_cta" in o else (0, 0, 0),
         phases=tuple(_phase(r, p, f"{path}.phases[{i}]") for i, p in enumerate(phases)),
         barriers=detail("barriers"),
-        global_bytes=r.count(o, "global_bytes", path),
+        global_bytes=detail("global_bytes"),
         load_bytes=detail("load_bytes"),
         store_bytes=detail("store_bytes"),
         cp_async_bytes=detail("cp_async_bytes"),
@@ -434,11 +433,6 @@ def _kernel(r: _Reader, value: object, path: str) -> KernelCounters:
             f"{path}.cta_shapes", f"counts add up to {sum(s.count for s in shapes)}, not ctas={kernel.ctas}"
         )
     return kernel
-
-
-def parse_kernel(doc: object, file: str | None = None, path: str = "$") -> KernelCounters:
-    """One kernel's counters (an entry of a document's `kernels`)."""
-    return _kernel(_Reader(file), doc, path)
 
 
 def parse_counters(doc: object, file: str | None = None, at: str = "$") -> LaunchCounters:

@@ -253,3 +253,16 @@ def test_profile_update_needs_the_kernels_parity(tmp_path, parity_results):
         "profile", SMOKE, "-k", PICK, "--update-baseline", tmp_path / "b.json", "--parity-from", failed
     )
     assert ran.exit_code == 1 and "refused:" in ran.output and not (tmp_path / "b.json").exists()
+
+
+def test_a_profile_update_whose_parity_cannot_run_is_refused_before_any_count(tmp_path):
+    """No bound judges the kernel here: the parity run is refused when the command starts, not after the
+    modeled run."""
+    suite = tmp_path / "unjudged.json"
+    suite.write_text(
+        '{"name": "unjudged", "cases": [{"model": "kimi-k2.6", "layout": {"tp": 8}, "prefix": 21, '
+        '"tree": {"kind": "chain", "length": 4}, "backends": ["reference", "cuda-emu"]}]}'
+    )
+    ran = _invoke("profile", suite, "--update-baseline", tmp_path / "b.json")
+    assert ran.exit_code == 2 and "no parity bound" in ran.output, ran.output
+    assert "modeled " not in ran.output and not (tmp_path / "b.json").exists()

@@ -47,7 +47,8 @@ def read_model_baseline(path: Path, gpu_key: str) -> Mapping[str, Any]:
 
 
 def check_replaceable(path: Path, gpu_key: str) -> None:
-    """Refuse now, before any work, what `store_model_baseline` would refuse at the end."""
+    """Refuse now, before any work, what can be known of the file before the run: its kind and its GPU (the
+    calibration a filtered update must share is known only once the cases are modeled)."""
     folder = path.parent
     if folder.exists() and not folder.is_dir():
         raise InputError("is not a folder: cannot hold a model baseline", file=str(folder))

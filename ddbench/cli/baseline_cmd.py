@@ -34,9 +34,9 @@ from ddbench.cli.common import (
     timing_override_options,
 )
 from ddbench.cli.model_baseline_update import (
+    ParityGate,
     diff_model_files,
     is_model_baseline,
-    require_parity_of,
     write_model_baseline,
 )
 from ddbench.cli.progress import ProgressSink
@@ -171,7 +171,7 @@ def _update_model(
     (suite,) = modeled.suites
     path = model_baseline_path(root, gpu_key, suite.name)
     check_replaceable(path, gpu_key)  # refused before any work
-    require_parity_of(modeled.cases, parity_from, options, path, stderr)
+    ParityGate(parity_from, options, modeled.cases).require(path, stderr)
     outcome = modeled.run_modeled()
     print_model_notes(stdout, outcome.cases, outcome.left_out, outcome.registers_known)
     write_model_baseline(path, outcome, bool(options.filter_expr), stdout)

@@ -64,21 +64,31 @@ def require_parity(cases: Sequence[Case], parity: ParitySource, path: Path, err:
         raise click.exceptions.Exit(EXIT_REFUSED)
 
 
-def require_parity_of(
-    cases: Sequence[Case], parity_from: str | None, options: SessionOptions, path: Path, err: Console
-) -> None:
-    """`require_parity` on the results file given, else on a parity run of `options` made now (each
-    case's own backends, untimed)."""
-    if parity_from is not None:
-        require_parity(cases, parity_from, path, err)
-        return
-    session = Session(dataclasses.replace(options, model=None, timing=False))
+class ParityGate:
+    """The kernel-parity rule of a model-baseline update, prepared before any work: the results given, or a
+    parity run of exactly the cases to be stored (each case's own backends, untimed), its Session made now
+    so that what it refuses (an unavailable backend, an unjudged one) is refused before any count."""
 
-    def parity() -> list[CaseResult]:
-        with ProgressSink(err, len(session.cases)) as progress:
-            return session.run([progress]).results
+    def __init__(self, parity_from: str | None, options: SessionOptions, cases: Sequence[Case]) -> None:
+        self.parity_from = parity_from
+        self.cases = list(cases)
+        ids = tuple(c.id for c in cases)
+        run_now = dataclasses.replace(options, model=None, selftest=None, timing=False, case_ids=ids)
+        self.session = None if parity_from is not None else Session(run_now)
 
-    require_parity(session.cases, parity, path, err)
+    def require(self, path: Path, err: Console) -> None:
+        """Exit 1, naming every problem, unless each case's kernel parity was judged and passed."""
+        if self.session is None:
+            assert self.parity_from is not None
+            require_parity(self.cases, self.parity_from, path, err)
+            return
+        session = self.session
+
+        def parity() -> list[CaseResult]:
+            with ProgressSink(err, len(session.cases)) as progress:
+                return session.run([progress]).results
+
+        require_parity(session.cases, parity, path, err)
 
 
 def write_model_baseline(path: Path, outcome: ModeledOutcome, keep_others: bool, out: Console) -> None:

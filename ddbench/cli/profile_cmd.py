@@ -16,7 +16,7 @@ import click
 from ddbench.atomic import check_writable
 from ddbench.baselines.model_store import check_replaceable, read_model_baseline
 from ddbench.cli.common import FiniteFloatRange, estimate_options, refuse_unfit, stderr, stdout
-from ddbench.cli.model_baseline_update import require_parity_of, write_model_baseline
+from ddbench.cli.model_baseline_update import ParityGate, write_model_baseline
 from ddbench.cli.progress import ModelProgressSink
 from ddbench.errors import InputError
 from ddbench.gpus import GPUS
@@ -177,8 +177,10 @@ def profile_command(
     )
     options = SessionOptions(suites=suites, filter_expr=filter_expr, model=request)
     session = Session(options)
-    if update_path:
-        check_replaceable(Path(update_path), gpu_key)  # refused before any work
+    gate = None
+    if update_path:  # what the update would refuse is refused before any work
+        check_replaceable(Path(update_path), gpu_key)
+        gate = ParityGate(parity_from, options, session.cases)
     baseline = None if baseline_path is None else read_model_baseline(Path(baseline_path), gpu_key)
     refuse_unfit(session, max_memory, ignore_estimates)
     with ModelProgressSink(stderr, len(session.cases)) as progress:
@@ -189,17 +191,15 @@ def profile_command(
     print_model_notes(stdout, outcome.cases, outcome.left_out, outcome.registers_known)
     print_sanitizer(stdout, outcome.cases)
     print_sweeps(stdout, [c.plan_sweep for c in outcome.cases if c.plan_sweep is not None], gpu.name)
-    if update_path:
-        path = Path(update_path)
-        require_parity_of(outcome.selected, parity_from, options, path, stderr)
-        write_model_baseline(path, outcome, bool(filter_expr), stdout)
+    if update_path and gate is not None:
+        gate.require(Path(update_path), stderr)
+        write_model_baseline(Path(update_path), outcome, bool(filter_expr), stdout)
     if baseline is not None and baseline_path is not None:
         limits = Tolerances(max_modeled_regression, max_cuda_over_triton)
         verdict = outcome.judge(baseline, baseline_path, limits)
         print_model_verdict(stdout, verdict.regressions, verdict.notes, len(outcome.cases))
         if verdict.regressions:
             raise click.exceptions.Exit(1)
-    if (
-        outcome.dirty
-    ):  # a race or an out-of-range access in the shipped kernel is a failure, whatever its speed
+    # a race or an out-of-range access in the shipped kernel is a failure, whatever its speed
+    if outcome.dirty:
         raise click.exceptions.Exit(1)

@@ -24,7 +24,7 @@ from typing import Any
 
 from ddbench.atomic import write_json_atomic
 from ddbench.device.latency import latency_cases
-from ddbench.errors import BackendUnavailable
+from ddbench.errors import BackendUnavailable, InputError
 from ddbench.gpus import GpuSpec, gpu_key_of_device, gpu_spec
 from ddbench.model.calibration import UNCALIBRATED, CaseError, fit_constants, measured_entry, with_entry
 from ddbench.model.profile import CaseProfile
@@ -54,7 +54,7 @@ def calibrate(
     options = SessionOptions(
         suites=tuple(dict.fromkeys(path for path, _ in picked)),
         case_ids=tuple(c.id for c in cases),
-        model=ModelRequest(key, launch_mode="graph"),
+        model=ModelRequest(key, launch_mode="graph", keep_counters=True),
     )
     counted = Session(options).run_modeled()
 
@@ -135,6 +135,9 @@ def main(argv: list[str]) -> int:
     except BackendUnavailable as err:  # the emulation cannot be built here: it gives the counters
         print(f"calibrate: unavailable: {err}", file=sys.stderr)
         return 3
+    except InputError as err:  # e.g. a committed calibration.json that does not parse
+        print(f"calibrate: {err.message}", file=sys.stderr)
+        return 2
     print(json.dumps(result, indent=1))
     return 0 if result["ok"] else 1
 

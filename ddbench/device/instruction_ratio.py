@@ -285,7 +285,9 @@ def measure(report: Mapping[str, Any], csv_text: str, source_text: str | None = 
     pages = ncu_source_counts(source_text, SOURCE_CSV) if source_text is not None else []
     executed = source_pages(pages, launches, SOURCE_CSV) if source_text is not None else []
     gpu = gpu_spec(key)
-    options = SessionOptions(suites=(suite,), case_ids=tuple(ncu["cases"]), model=ModelRequest(key))
+    options = SessionOptions(
+        suites=(suite,), case_ids=tuple(ncu["cases"]), model=ModelRequest(key, keep_counters=True)
+    )
     outcome = Session(options).run_modeled()
     counted = [(c.case_id, c.counters) for c in outcome.cases if c.counters is not None]
     sass = outcome.sass

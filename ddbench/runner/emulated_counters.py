@@ -5,8 +5,8 @@ splits). Small cases run every CTA, so every count is exact. Big ones (more than
 row-tiles) run one CTA per work shape, each counted for all of its shape (docs/emulation.md): mma, barriers,
 bytes, sectors, wavefronts and waits stay exact, but the launch-wide unique sectors of a sampled run are not
 counted. For those the verify kernel's unique sectors are derived from the launch's addresses
-(`ddbench.kernel.footprint`, equal sector for sector to a full count in the tests) and the document says
-`dram_bytes_from_addresses`; the combine kernel runs whole and is counted.
+(`ddbench.kernel.footprint`, equal sector for sector to a full count in the tests), and the launch says so
+(`CountedLaunch.sampled`); the combine kernel runs whole and is counted.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class CountedLaunch:
 
     counters: LaunchCounters
     source: str  # "emulated, every CTA" or "emulated, one CTA per work shape"
-    dram_bytes_from_addresses: bool = False  # a sampled run: the verify kernel's unique sectors derived
+    sampled: bool = False  # one CTA per work shape: the verify kernel's unique sectors derived from addresses
     sanitizer: SanitizerVerdict | None = None  # racecheck and memcheck's verdict, where they ran
 
 

@@ -11,7 +11,7 @@ import dataclasses
 import functools
 import importlib.util
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +24,7 @@ from ddbench.kernel.kernel_check import ArchReport, kernel_check
 from ddbench.kernel.sass_map import KernelSass
 from ddbench.model.calibration import Calibration, calibration_for
 from ddbench.model.floor import CaseShape
-from ddbench.model.profile import CaseProfile, profile_case
+from ddbench.model.profile import profile_case
 from ddbench.results.modeled_case import ModeledCase
 from ddbench.runner.emulated_counters import CountedLaunch, emulated_counters
 from ddbench.suite.load import read_json
@@ -39,14 +39,6 @@ class ModeledCases:
     registers: Mapping[str, int] | None = None  # by kernel name, where known
     sass: Mapping[str, KernelSass] | None = None
 
-    @property
-    def registers_known(self) -> bool:
-        return self.registers is not None
-
-    @property
-    def profiles(self) -> list[CaseProfile]:
-        return [c.profile for c in self.cases]
-
 
 def calibration_of(gpu: GpuSpec) -> Calibration:
     """The committed calibration for this GPU (datasheet values, labelled uncalibrated, when none)."""
@@ -55,21 +47,20 @@ def calibration_of(gpu: GpuSpec) -> Calibration:
 
 
 def model_cases(
-    cases: list[Case],
+    cases: Sequence[Case],
     gpu: GpuSpec,
     calibration: Calibration,
     launch_mode: str = "stream",
     given: Mapping[str, LaunchCounters] | None = None,
     registers_path: str | None = None,
     sanitize: bool = False,
-    registers: Mapping[str, int] | None = None,
-    each: Callable[[ModeledCase], None] | None = None,
+    keep_counters: bool = False,
+    each: Callable[[Case, ModeledCase], ModeledCase] | None = None,
 ) -> ModeledCases:
     """Each case's modeled profile, in the order given; `given`: counters by case ID instead of emulating;
-    `each` is told of every case as it is modeled."""
+    `keep_counters`: each record keeps its counted launch (to be modeled again; memory grows with the
+    cases); `each` sees every case as it is modeled and returns the record to keep."""
     out = ModeledCases()
-    known = registers is not None  # given by a caller that models the same kernels many times
-    sass = None
     for case in cases:
         start = time.perf_counter()
         launch = (
@@ -78,26 +69,29 @@ def model_cases(
             else CountedLaunch(given[case.id], "given (--counters)")
         )
         counted = time.perf_counter() - start
-        if not out.cases:  # after the first counters: a run that cannot count never waits
-            if not known:
-                registers = registers_of(gpu.arch, registers_path)
-            sass = sass_of(gpu.arch)
+        if not out.cases:  # after the first counters: a run that cannot count never waits for nvcc
+            out.registers = registers_of(gpu.arch, registers_path)
+            out.sass = sass_of(gpu.arch)
         start = time.perf_counter()
         profile = profile_case(
-            case.id, CaseShape.of(case), launch.counters, gpu, registers, calibration, launch_mode, sass
+            case.id,
+            CaseShape.of(case),
+            launch.counters,
+            gpu,
+            out.registers,
+            calibration,
+            launch_mode,
+            out.sass,
         )
         seconds = counted + time.perf_counter() - start
         modeled = ModeledCase(
             dataclasses.replace(profile, modeling_seconds=seconds),
             launch.source,
-            launch.sanitizer,
-            launch.dram_bytes_from_addresses,
-            counters=launch.counters,
+            sanitizer=launch.sanitizer,
+            sampled=launch.sampled,
+            counters=launch.counters if keep_counters else None,
         )
-        out.cases.append(modeled)
-        if each is not None:
-            each(modeled)
-    out.registers, out.sass = registers, sass
+        out.cases.append(modeled if each is None else each(case, modeled))
     return out
 
 

@@ -27,7 +27,7 @@ class ProfileJsonSink:
         write_json_atomic(self.path, document)
 
     def finish(self, outcome: ModeledOutcome) -> None:
-        document = profile_document(outcome.cases, outcome.gpu, outcome.calibration, outcome.complete)
+        document = profile_document(outcome.cases, outcome.gpu, outcome.calibration)
         write_json_atomic(self.path, document)
 
 

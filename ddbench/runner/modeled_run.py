@@ -10,7 +10,6 @@ against a model baseline here, stored by ddbench/baselines/model_store.py, print
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from ddbench.model.profile import CaseProfile, profile_case
 from ddbench.results.modeled_case import ModeledCase
 from ddbench.runner.emulated_counters import would_be_sampled
 from ddbench.runner.model_plan_sweep import sweep_plan
-from ddbench.runner.model_profiles import ModeledCases, calibration_of, model_cases, registers_of
+from ddbench.runner.model_profiles import calibration_of, model_cases, registers_of
 from ddbench.suite.load import read_json
 from ddbench.suite.model import Case
 
@@ -44,6 +43,7 @@ class ModelRequest:
     sanitize: bool = False  # the counted launch under racecheck and memcheck
     full_only: bool = False  # leave out the cases that would be counted on one CTA per work shape
     plan_sweep: bool = False  # each case beside the plan's neighbours (one emulated launch a variant)
+    keep_counters: bool = False  # keep each counted launch, to model it again (`ModeledOutcome.remodel`)
 
     @property
     def counts(self) -> bool:
@@ -72,7 +72,6 @@ class ModeledOutcome:
     cases: list[ModeledCase]
     gpu: GpuSpec
     calibration: Calibration
-    complete: bool
     left_out: int = 0  # cases --full-only left out
     registers: Mapping[str, int] | None = None  # by kernel name, where known (ptxas or --registers)
     sass: Mapping[str, KernelSass] | None = None  # the kernels' SASS maps, where nvcc and nvdisasm run
@@ -89,7 +88,7 @@ class ModeledOutcome:
         out = []
         for modeled in self.cases:
             if modeled.counters is None:
-                raise ValueError(f"{modeled.case_id}: no counters kept to model again")
+                raise ValueError(f"{modeled.case_id}: no counters kept (ModelRequest.keep_counters)")
             shape = CaseShape.of(by_id[modeled.case_id])
             out.append(
                 profile_case(
@@ -153,37 +152,39 @@ class ModeledRun:
             None if request.counters_file is None else _counters_from_file(request.counters_file, kept)
         )
 
-    def run(self, sinks: Sequence[ModelSink] = (), deadline: float | None = None) -> ModeledOutcome:
-        """Every case in order; `deadline` (a perf_counter time) stops before the next case, incomplete."""
+    def run(self, sinks: Sequence[ModelSink] = ()) -> ModeledOutcome:
+        """Every case in order, each handed to the sinks as it is done."""
         r = self.request
-        registers = registers_of(self.gpu.arch, r.registers_file) if r.plan_sweep else None
-        done: list[ModeledCase] = []
-        complete = True
-        known: ModeledCases | None = None
-        for case in self.cases:
-            if deadline is not None and time.perf_counter() > deadline:
-                complete = False
-                break
-            given = None if self.given is None else {case.id: self.given[case.id]}
-            modeled = model_cases(
-                [case], self.gpu, self.calibration, r.launch_mode, given, r.registers_file, r.sanitize
-            )
-            known = modeled
-            (one,) = modeled.cases
+        registers: list[Mapping[str, int] | None] = []  # the plan sweep's, looked up at its first case
+
+        def each(case: Case, modeled: ModeledCase) -> ModeledCase:
             if r.plan_sweep:
-                sweep = sweep_plan(case, self.gpu, self.calibration, r.launch_mode, registers)
-                one = dataclasses.replace(one, plan_sweep=sweep)
-            done.append(one)
+                if not registers:
+                    registers.append(registers_of(self.gpu.arch, r.registers_file))
+                sweep = sweep_plan(case, self.gpu, self.calibration, r.launch_mode, registers[0])
+                modeled = dataclasses.replace(modeled, plan_sweep=sweep)
             for sink in sinks:
-                sink.add(one)
-        outcome = ModeledOutcome(
-            done,
+                sink.add(modeled)
+            return modeled
+
+        modeled = model_cases(
+            self.cases,
             self.gpu,
             self.calibration,
-            complete,
+            r.launch_mode,
+            self.given,
+            r.registers_file,
+            r.sanitize,
+            r.keep_counters,
+            each,
+        )
+        outcome = ModeledOutcome(
+            modeled.cases,
+            self.gpu,
+            self.calibration,
             self.left_out,
-            None if known is None else known.registers,
-            None if known is None else known.sass,
+            modeled.registers,
+            modeled.sass,
             list(self.cases),
             r.launch_mode,
         )

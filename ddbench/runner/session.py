@@ -304,11 +304,11 @@ class Session:
             graph_group=self._graph,
         )
 
-    def run_modeled(self, sinks: Sequence[ModelSink] = (), deadline: float | None = None) -> ModeledOutcome:
+    def run_modeled(self, sinks: Sequence[ModelSink] = ()) -> ModeledOutcome:
         """Every case counted and modeled, in order (a Session made with `SessionOptions.model`)."""
         if self.modeled is None:
             raise ValueError("run_modeled needs a Session made with SessionOptions.model")
-        return self.modeled.run(sinks, deadline)
+        return self.modeled.run(sinks)
 
     def run_selftest(self, on_case: Callable[[Case, float], None] | None = None) -> SelftestReport:
         """Every mutant and control on every case (a Session made with `SessionOptions.selftest`)."""
