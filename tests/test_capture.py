@@ -677,6 +677,7 @@ def _python(code: str, env: dict[str, str], tmp_path: Path) -> subprocess.Comple
     )
 
 
+@pytest.mark.slow
 def test_autoinstall_patches_a_fresh_interpreter(triton, tmp_path):
     code = f"""
 import json

@@ -154,6 +154,7 @@ def test_device_names_map_to_the_models_gpu_tables():
     assert gpu_key_of_device("NVIDIA A100-SXM4-80GB") is None
 
 
+@pytest.mark.slow
 def test_calibration_step_writes_the_models_measured_error(tmp_path, monkeypatch):
     """The GPU-only step with the GPU faked: a measured time in, the committed format out, read back."""
     from ddbench.model.calibration import calibration_for

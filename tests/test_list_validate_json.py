@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from conftest import SMOKE
 
@@ -91,6 +92,7 @@ def _list_output(**env: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_no_color_and_force_color_together_print_no_escape_codes():
     assert ESCAPE in _list_output(FORCE_COLOR="1")  # the check below can fail: colour is forced here
     assert ESCAPE not in _list_output(FORCE_COLOR="1", NO_COLOR="1")

@@ -28,6 +28,7 @@ def _invoke(*args):
     return CliRunner().invoke(cli, [str(a) for a in args])
 
 
+@pytest.mark.slow
 def test_update_writes_exactly_what_profile_writes(tmp_path, parity_results):
     by_profile = tmp_path / "profile.json"
     made = _invoke(

@@ -331,6 +331,7 @@ def test_an_unknown_gpu_is_a_usage_error():
     assert result.exit_code == 2
 
 
+@pytest.mark.slow
 def test_a_plan_sweep_models_the_plan_beside_its_neighbours(tmp_path):
     """--plan-sweep: the case modeled at every variant; the plan's own figure is the profile's, and the
     fastest neighbour is named with what it saves."""

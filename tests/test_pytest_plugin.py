@@ -120,6 +120,7 @@ def test_benchmarks_save_and_compare(workdir):
         assert bench["extra_info"]["heads"] == 8 and bench["extra_info"]["q_len"] == 2
 
 
+@pytest.mark.slow
 def test_parity_failure_fails_the_test_and_unavailable_backends_skip(workdir):
     backends = (
         "reference,reference-fp64,ddbench_test_plugin_backends:Scaled,ddbench_test_plugin_backends:Missing"
@@ -178,6 +179,7 @@ def test_xdist_spreads_the_suite_and_merges_one_results_file(workdir):
     assert not list(workdir.glob("parity.json.gw*"))
 
 
+@pytest.mark.slow
 def test_a_reference_only_backend_nothing_is_compared_against_is_skipped_not_passed(workdir):
     (workdir / "judged.json").write_text(
         json.dumps({**SUITE, "defaults": {**SUITE["defaults"], "parity": [REFERENCE_BOUND]}})
