@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from types import TracebackType
 
 from rich.console import Console
@@ -15,7 +14,9 @@ from ddbench.runner.sinks import QuietSink
 from ddbench.suite.model import Case
 
 
-class ProgressSink(QuietSink):
+class _CaseBar:
+    """A bar over the run's cases (transient on a terminal), or a line per finished case in logs."""
+
     def __init__(self, console: Console, total: int) -> None:
         self.console, self.total, self.done = console, total, 0
         self.progress = Progress(
@@ -29,7 +30,7 @@ class ProgressSink(QuietSink):
         )
         self.task = self.progress.add_task("cases", total=total, case="")
 
-    def __enter__(self) -> ProgressSink:
+    def __enter__(self) -> _CaseBar:
         self.progress.__enter__()
         return self
 
@@ -38,33 +39,26 @@ class ProgressSink(QuietSink):
     ) -> None:
         self.progress.__exit__(kind, value, tb)
 
+    def _finished(self, line: str) -> None:
+        self.done += 1
+        if not self.progress.live.is_started or not self.console.is_terminal:
+            self.console.print(f"[{self.done}/{self.total}] {line}", highlight=False)
+        self.progress.advance(self.task)
+
+
+class ProgressSink(_CaseBar, QuietSink):
     def step(self, case: Case, what: str) -> None:
         self.progress.update(self.task, case=f"{case.id}: {what}")
 
     def add(self, result: CaseResult) -> None:
-        self.done += 1
-        if not self.progress.live.is_started or not self.console.is_terminal:
-            self.console.print(
-                f"[{self.done}/{self.total}] {result.status} {result.case.id} ({result.seconds:.2f}s)",
-                highlight=False,
-            )
-        self.progress.advance(self.task)
-
-    def finish(self, results: Sequence[CaseResult], complete: bool) -> None:
-        pass
+        self._finished(f"{result.status} {result.case.id} ({result.seconds:.2f}s)")
 
 
-class ModelProgressSink(ProgressSink):
+class ModelProgressSink(_CaseBar):
     """The same bar for a modeled run: a case is done when it is counted and modeled."""
 
-    def add(self, modeled: ModeledCase) -> None:  # type: ignore[override]
-        self.done += 1
-        if not self.progress.live.is_started or not self.console.is_terminal:
-            seconds = modeled.profile.modeling_seconds or 0.0
-            self.console.print(
-                f"[{self.done}/{self.total}] modeled {modeled.case_id} ({seconds:.2f}s)", highlight=False
-            )
-        self.progress.advance(self.task)
+    def add(self, modeled: ModeledCase) -> None:
+        self._finished(f"modeled {modeled.case_id} ({modeled.profile.modeling_seconds or 0.0:.2f}s)")
 
-    def finish(self, outcome: ModeledOutcome) -> None:  # type: ignore[override]
+    def finish(self, outcome: ModeledOutcome) -> None:
         pass
