@@ -149,6 +149,9 @@ def test_settings_default_and_name_the_variable_of_a_bad_value():
         ({"DDBENCH_APPLY": "apply", "DDBENCH_APPLY_EVERY": "0"}, "DDBENCH_APPLY_EVERY='0'"),
         ({"DDBENCH_APPLY": "apply", "DDBENCH_APPLY_BOUNDS": "triton"}, "DDBENCH_APPLY_BOUNDS='triton'"),
         ({"DDBENCH_APPLY": "apply", "DDBENCH_APPLY_BUILD": "yes"}, "DDBENCH_APPLY_BUILD='yes'"),
+        ({"DDBENCH_APPLY": "apply", "DDBENCH_APPLY_COUNTERS_EVERY": "-1"}, "COUNTERS_EVERY='-1'"),
+        ({"DDBENCH_APPLY": "apply", "DDBENCH_APPLY_COUNTERS_EVERY": "nan"}, "COUNTERS_EVERY='nan'"),
+        ({"DDBENCH_APPLY": "apply", "DDBENCH_APPLY_COUNTERS_EVERY": "1e999"}, "COUNTERS_EVERY='1e999'"),
     ):
         with pytest.raises(ValueError, match=named.replace("+", r"\+")):
             settings_from_env(env)
@@ -299,7 +302,9 @@ def test_an_unavailable_candidate_leaves_triton_serving_and_says_why(armed, call
     assert same_bits(call_like_sglang(in_buffers(buffers, xs[0])), expected[0]["triton"])
     reason = "unavailable: no GPU of the kind this kernel needs (simulated)"
     assert hook.counters.ineligible == {reason: 1} and hook.counters.served_triton == 1
-    assert [line["event"] for line in log_lines(tmp_path / "apply")] == ["unavailable"]
+    lines = log_lines(tmp_path / "apply")  # the counts say it too: nothing else would, if Triton serves all
+    assert [line["event"] for line in lines] == ["unavailable", "counters"]
+    assert lines[1]["ineligible"] == {reason: 1} and lines[1]["served_candidate"] == 0
 
 
 def test_cuda_without_a_gpu_is_a_clear_refusal_not_a_crash(armed, calls):
@@ -347,6 +352,27 @@ def test_under_graph_capture_apply_records_the_capacity_launch_and_nothing_is_co
     shadow = armed(mode="shadow", backend="serving_candidates:RecordingKernel", every="1")
     call_like_sglang(in_buffers(buffers, xs[0]))
     assert shadow.candidate.launches == [] and shadow.counters.uncompared_graph == 1
+
+
+def test_counters_every_0_writes_the_counts_after_each_served_call_captures_included(
+    armed, calls, monkeypatch, tmp_path
+):
+    """SGLang ends its schedulers with SIGKILL, so the exit line never comes: `server-parity` reads these."""
+    buffers, xs, _ = calls
+    monkeypatch.setattr("ddbench.serving.hook._capturing", lambda q: True)
+    armed(mode="apply", backend="serving_candidates:RecordingKernel", counters_every="0")
+    for _ in range(3):
+        call_like_sglang(in_buffers(buffers, xs[0]))
+    counts = [
+        line["served_candidate"] for line in log_lines(tmp_path / "apply") if line["event"] == "counters"
+    ]
+    assert counts == [1, 2, 3]
+    armed(mode="apply", backend="serving_candidates:RecordingKernel")  # the default: once a minute
+    for f in (tmp_path / "apply").glob("apply-*.jsonl"):
+        f.unlink()
+    for _ in range(3):
+        call_like_sglang(in_buffers(buffers, xs[0]))
+    assert [line["event"] for line in log_lines(tmp_path / "apply")] == ["start"]
 
 
 def test_a_candidate_that_cannot_be_captured_leaves_the_graph_to_triton(armed, calls, monkeypatch):

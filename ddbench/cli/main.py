@@ -23,6 +23,7 @@ from ddbench.cli.profile_cmd import profile_command
 from ddbench.cli.report_cmd import report_command
 from ddbench.cli.run_cmd import run_command
 from ddbench.cli.selftest_cmd import selftest_command
+from ddbench.cli.server_parity_cmd import server_parity_command
 from ddbench.cli.validate_cmd import validate_command
 from ddbench.errors import DdbenchError
 
@@ -63,6 +64,7 @@ cli.add_command(explain_command)
 cli.add_command(selftest_command)
 cli.add_command(profile_command)
 cli.add_command(apply_group)
+cli.add_command(server_parity_command)
 
 
 def main() -> None:

@@ -42,7 +42,6 @@ from ddbench.serving.settings import ApplySettings
 
 log = logging.getLogger("ddbench.serving")
 
-COUNTERS_EVERY_S = 60.0  # a counters line at most this often (and at every breach, and at exit)
 _LOGGED_ERRORS = 5
 
 
@@ -155,7 +154,8 @@ class ApplyHook:
             log.warning(
                 "ddbench apply: Triton serves target-verify calls the candidate cannot take: %s", reason
             )
-        return self._left_to_triton()
+        self._left_to_triton()
+        self._maybe_write_counters()  # a process whose every call is ineligible still says so in its log
 
     def _candidate_problem(self) -> str | None:
         """Why the candidate cannot run in this process (asked once, at the first target-verify call)."""
@@ -225,6 +225,7 @@ class ApplyHook:
             return result
         self.counters.served_candidate += 1
         if not call.sampled:
+            self._maybe_write_counters()  # also while a graph is captured: host I/O only, no sync
             return None  # SGLang's function returns nothing: the output is o_extend
         try:  # whatever goes wrong in the check, the call is served by Triton, never unchecked
             if self.settings.compares:
@@ -407,7 +408,7 @@ class ApplyHook:
         self._last_counters = time.monotonic()
 
     def _maybe_write_counters(self) -> None:
-        if time.monotonic() - self._last_counters >= COUNTERS_EVERY_S:
+        if time.monotonic() - self._last_counters >= self.settings.counters_every_s:
             self.write_counters()
 
     def write_counters(self, final: bool = False) -> None:

@@ -9,6 +9,11 @@ DDBENCH_APPLY_BOUNDS   the bound set whose bounds against triton judge a compari
                        candidate's own set when it has one, else `candidate`)
 DDBENCH_APPLY_BUILD    `allow`: the serving process may build the kernel itself when no build is cached
                        (default: refuse, and Triton serves; build it first with `ddbench apply build`)
+DDBENCH_APPLY_COUNTERS_EVERY
+                       seconds between counters lines (default 60); 0 writes one after every call the
+                       candidate serves. SGLang stops its scheduler processes with SIGKILL, so the line
+                       a process writes at exit is lost there: `ddbench server-parity` sets 0 to read
+                       the counts of a server it stops.
 """
 
 from __future__ import annotations
@@ -25,11 +30,13 @@ ENV_EVERY = "DDBENCH_APPLY_EVERY"
 ENV_DIR = "DDBENCH_APPLY_DIR"
 ENV_BOUNDS = "DDBENCH_APPLY_BOUNDS"
 ENV_BUILD = "DDBENCH_APPLY_BUILD"
+ENV_COUNTERS_EVERY = "DDBENCH_APPLY_COUNTERS_EVERY"
 
 MODES = ("off", "shadow", "apply", "apply+shadow")
 DEFAULT_EVERY = 97
 DEFAULT_BACKEND = "cuda"
 DEFAULT_DIR = "ddbench-apply"
+DEFAULT_COUNTERS_EVERY_S = 60.0
 # Sets with a bound against SGLang's Triton kernel: the only truth a server has at hand.
 SERVING_BOUND_SETS = tuple(
     name for name, bounds in BOUND_SETS.items() if any(b["against"] == "triton" for b in bounds)
@@ -44,6 +51,7 @@ class ApplySettings:
     directory: Path
     bounds: str  # a name in SERVING_BOUND_SETS
     allow_build: bool
+    counters_every_s: float = DEFAULT_COUNTERS_EVERY_S
 
     @property
     def candidate_serves(self) -> bool:
@@ -77,4 +85,19 @@ def settings_from_env(env: Mapping[str, str]) -> ApplySettings | None:
     if build not in ("", "allow", "refuse"):
         raise ValueError(f"{ENV_BUILD}={env[ENV_BUILD]!r}: expected allow or refuse")
     directory = env.get(ENV_DIR, "").strip() or DEFAULT_DIR
-    return ApplySettings(mode, backend, every, Path(directory), bounds, build == "allow")
+    return ApplySettings(
+        mode, backend, every, Path(directory), bounds, build == "allow", _counters_every(env)
+    )
+
+
+def _counters_every(env: Mapping[str, str]) -> float:
+    text = env.get(ENV_COUNTERS_EVERY, "").strip()
+    if not text:
+        return DEFAULT_COUNTERS_EVERY_S
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not 0 <= seconds < float("inf"):
+        raise ValueError(f"{ENV_COUNTERS_EVERY}={text!r}: expected a finite number of seconds >= 0")
+    return seconds
