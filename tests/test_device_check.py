@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 
 import pytest
 import torch
@@ -327,3 +328,29 @@ def test_a_latency_row_names_the_checks_that_failed():
         CaseResult(case, timing=dataclasses.replace(timing, verdict=LatencyVerdict(PASS, (fine,))))
     )
     assert "failed" not in passing
+
+
+def test_the_e2e_step_runs_the_generation_cases_and_says_why_no_server_ran(tmp_path, monkeypatch):
+    """On the CPU, with the emulation in the hardware kernel's place: the same step the GPU runs."""
+    from ddbench.device.e2e import SERVER_MODEL_ENV, _server_parity, step_e2e
+    from ddbench.runner import Session, SessionOptions
+
+    monkeypatch.delenv(SERVER_MODEL_ENV, raising=False)
+    picked = []
+
+    def cpu_session(path, expression):
+        picked.append((path, expression))
+        options = SessionOptions(
+            suites=(path,), filter_expr="ddtree8", backends=("reference-fp64", "cuda-emu")
+        )
+        return Session(options)
+
+    result = step_e2e(tmp_path, 300, cpu_session)
+    assert picked == [("suites/e2e.json", "gpu")]
+    (case,) = result["cases"].values()
+    assert case["status"] == "pass" and case["pairs"]["cuda-emu vs reference-fp64"]["accept_length"] == "pass"
+    assert result["ok"] and "DDBENCH_SERVER_MODEL" in result["server_parity"]["skipped"]
+    assert (tmp_path / "e2e-gpu.json").is_file()
+    monkeypatch.setenv(SERVER_MODEL_ENV, str(tmp_path / "no-such-model"))
+    server = _server_parity(tmp_path, time.perf_counter() + 60)
+    assert server["status"] == "error" and "no such folder" in server["reasons"][0]

@@ -6,7 +6,8 @@ the emulated warp primitives against the hardware's; the DRAM copy rate; a laten
 (CUDA graphs, warm and on a cold L2) on issue 11's target shapes and a few serving cases, each judged for
 parity first, and the baselines of those cases ($OUT/baseline-<suite>.json, to commit as
 baselines/<gpu>/<suite>.json); parity of cuda vs triton vs the references on the smoke suite, the kernel
-suite and a GPU-sized subset, while the sanitizer's memcheck and racecheck run beside it; the plan swept
+suite and a GPU-sized subset, while the sanitizer's memcheck and racecheck run beside it; the generation
+cases at serving sizes, and `ddbench server-parity` where a model folder is given (e2e.py); the plan swept
 (plan_sweep.py); Nsight Compute on five shapes (ncu.py); the model's measured error on the latency cases
 ($OUT/calibration.json, to commit as ddbench/model/calibration.json; calibrate.py redoes it on any machine
 from a device-check.json). Each step's result is written to $OUT/device-check.json (or results/device/) as
@@ -35,6 +36,7 @@ from ddbench.backends.registry import BUILTINS
 from ddbench.device.bundle import bundle
 from ddbench.device.calibrate import calibrate
 from ddbench.device.cases import find_cuda_tool, suite_cases
+from ddbench.device.e2e import step_e2e
 from ddbench.device.latency import step_latency
 from ddbench.device.ncu import step_ncu
 from ddbench.device.plan_sweep import SWEEP_SUITE, step_plan_sweep
@@ -54,6 +56,7 @@ PARITY_SUITES = (
 # a 32-row launch, a ragged batch, and a 48-row launch whose combine runs in two halves (16k keys)
 SANITIZER_CASES = ("suites/kernel-parity.json", "q1 and p500", "ragged and ddtree", "long and p16384")
 PARITY_DEADLINE_S = 240
+E2E_DEADLINE_S = 120  # the generation cases at serving sizes (and a real server, where one can run)
 SANITIZER_TIMEOUT_S = 200
 SANITIZER_LEAST_S = 60  # what the sanitizers are given even when the run's budget is nearly spent
 # issue 11's shapes under Nsight Compute: short and long prefixes, a big tree, many heads
@@ -254,6 +257,7 @@ def main() -> int:
         ("ceilings", step_ceilings, 0),
         ("latency", lambda: step_latency(out_dir, _gpu_session, time.perf_counter() + left()), 1),
         ("parity+sanitizer", lambda: step_parity_and_sanitizer(out_dir, parity_seconds()), 1),
+        ("e2e", lambda: step_e2e(out_dir, min(E2E_DEADLINE_S, left()), _gpu_session), 60),
         ("sweep", step_plan_sweep, 30),
         ("ncu", lambda: step_ncu(out_dir, NCU_CASES[0], _first_ids(*NCU_CASES), left()), 60),
         (
