@@ -11,7 +11,8 @@ ALL_SUITES := suites/smoke.json suites/k26-tp8-parity.json suites/kernel-parity.
 HAS_CUDA := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 RESULTS := results
 
-.PHONY: test test-slow smoke suite suites lint env kernel-check device-check device-wheels wheel-check clean
+.PHONY: test test-slow smoke suite suites lint env kernel-check device-check device-wheels wheel-check clean \
+	server-parity
 
 # `make test`: the quick tier, a few minutes on 2 cores. `make test-slow`: the whole-suite checks (every
 # kernel-parity case on the emulation, the model baselines, the self-test, the nvcc builds); CI runs both.
@@ -38,6 +39,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check ddbench tests
 	$(BIN)/ruff format --check ddbench tests
 	$(BIN)/lint-imports
+
+# A real SGLang server twice (Triton, then the kernel through the plugin) on a local model folder: make
+# server-parity MODEL=/models/DeepSeek-V2-Lite. Needs a GPU and SGLang's serving stack (docs/e2e.md).
+server-parity: $(STAMP)
+	$(BIN)/ddbench server-parity "$(MODEL)" --out $(RESULTS)/server-parity
 
 env: $(STAMP)
 	$(BIN)/ddbench env
