@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from ddbench.cli.main import cli
 from ddbench.explain.mutants import EMU_PREFIX, mutant_names
 from ddbench.generation.drafter import DraftTree
+from ddbench.generation.eagle_tree import SglangEagleTree, eagle_selection, tree_of_selection
 from ddbench.generation.greedy_accept import SglangGreedyAccept, accept_greedy
 from ddbench.generation.kv_pool import PagedKvPool
 from ddbench.metrics.generation_gates import agreement
@@ -86,6 +87,41 @@ def test_our_greedy_walk_accepts_what_sglangs_verify_op_accepts():
         drafts, predicts = _random_batch(rng)
         ours = [accept_greedy(d, p) for d, p in zip(drafts, predicts, strict=True)]
         assert sglang(drafts, predicts) == ours
+
+
+def test_our_eagle_tree_is_the_one_sglangs_build_op_makes():
+    """SGLang's tree build (under Triton's interpreter) and ours, from the same beam-search selections: the
+    same parents (through its retrieve arrays), tree mask with prefix columns, and positions."""
+    sglang = SglangEagleTree()
+    if sglang.problem:
+        pytest.skip(f"SGLang's tree build is unavailable here: {sglang.problem}")
+    rng = random.Random(5)
+    shapes = set()
+    for trial in range(30):
+        topk, steps = rng.choice([1, 2, 3, 4]), rng.randint(1, 5)
+        candidates = topk + (steps - 1) * topk * topk
+        nodes = rng.randint(2, min(candidates, 16) + 1)
+        g = torch.Generator().manual_seed(trial)
+        table: dict[tuple[int, ...], torch.Tensor] = {}
+
+        def children(path, table=table, g=g):
+            if path not in table:  # a peaked distribution, as a drafter's: beams differ in score
+                table[path] = torch.softmax(torch.randn(50, generator=g) * 3, -1)
+            return table[path]
+
+        selection = eagle_selection(topk, steps, nodes, children)
+        seq_len = rng.randint(0, 9)
+        built = sglang._run(selection, seq_len)  # the op itself at this length, not a shifted cached build
+        shifted = sglang(selection, seq_len)  # built once at length 0, then shifted
+        assert shifted.tree == built.tree and shifted.positions == built.positions
+        assert torch.equal(shifted.mask, built.mask)
+        tree = tree_of_selection(selection)
+        assert built.tree.parents == tree.parents
+        want = torch.ones(tree.q_len, seq_len + tree.q_len, dtype=torch.bool)
+        want[:, seq_len:] = tree.ancestor_mask()
+        assert torch.equal(built.mask, want) and built.positions == tree.positions(seq_len)
+        shapes.add((topk, tree.max_depth))
+    assert len(shapes) >= 10  # wide and deep trees both met
 
 
 @pytest.mark.parametrize("page_size", [1, 4])

@@ -18,7 +18,7 @@ import torch
 
 from ddbench.backends.protocol import Backend, prepared
 from ddbench.backends.reference import ReferenceBackend
-from ddbench.generation.drafter import DraftTree, NoisyTargetDrafter
+from ddbench.generation.drafter import DraftTree, EagleBuild, NoisyTargetDrafter
 from ddbench.generation.greedy_accept import Accepted
 from ddbench.generation.kv_pool import PagedKvPool
 from ddbench.generation.mla_model import BOS, AbsorbedMlaModel
@@ -141,6 +141,7 @@ def decode(
     workload: Workload,
     backend: Backend,
     accept: Acceptor,
+    eagle_build: EagleBuild,
     device: torch.device,
     speculate: bool = True,
     teacher: Backend | None = None,
@@ -152,7 +153,7 @@ def decode(
     pool = _pool(model, workload, device)
     tokens = prompts(workload, model.shape.vocab)
     _prefill(model, pool, workload, tokens)
-    drafter = NoisyTargetDrafter(model, pool, workload.drafter_noise, workload.seed)
+    drafter = NoisyTargetDrafter(model, pool, workload.drafter_noise, workload.seed, eagle_build)
     seq_lens = [len(p) - 1 for p in tokens]
     roots = [p[-1] for p in tokens]
     step = 0

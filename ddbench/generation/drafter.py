@@ -10,18 +10,19 @@ backend under test), so every backend verifies the same drafts while the runs ag
 - `ddtree`: per-depth marginals along the noisy greedy path (a block drafter's view: one distribution per
   depth), grown best-first into `budget` nodes as DDTree does.
 - `eagle`: a beam of `topk` paths expanded `steps` times, then the best `num_draft_tokens - 1` nodes by
-  path score, as EAGLE's tree is chosen.
+  path score, chosen and built as SGLang's EAGLE drafter does (eagle_tree.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
+from ddbench.generation.eagle_tree import BuiltTree, EagleSelection, eagle_selection
 from ddbench.generation.kv_pool import PagedKvPool
 from ddbench.generation.mla_model import AbsorbedMlaModel
 from ddbench.mla import KV_LORA_RANK
@@ -42,9 +43,15 @@ class DraftTree:
         return self.tree.q_len
 
 
+EagleBuild = Callable[[EagleSelection, int], BuiltTree]
+
+
 class NoisyTargetDrafter:
-    def __init__(self, model: AbsorbedMlaModel, pool: PagedKvPool, noise: float, seed: int) -> None:
+    def __init__(
+        self, model: AbsorbedMlaModel, pool: PagedKvPool, noise: float, seed: int, eagle_build: EagleBuild
+    ) -> None:
         self.model, self.pool, self.noise, self.seed = model, pool, noise, seed
+        self.eagle_build = eagle_build
 
     def _logits(self, request: int, seq_len: int, path: Sequence[int], key: tuple[int, ...]) -> torch.Tensor:
         """Noisy float32 logits after `path` (root first), the request holding `seq_len` committed tokens."""
@@ -110,28 +117,14 @@ class NoisyTargetDrafter:
     def _eagle(
         self, steps: int, topk: int, nodes: int, request: int, seq_len: int, root: int, step: int
     ) -> DraftTree:
-        # candidate: (score, depth, parent candidate index or -1 for the root, token, path)
-        candidates: list[tuple[float, int, int, int, tuple[int, ...]]] = []
-        beams: list[tuple[float, int, tuple[int, ...]]] = [(0.0, -1, (root,))]
-        for depth in range(1, steps + 1):
-            grown = []
-            for score, index, path in beams:
-                logp = torch.log_softmax(self._logits(request, seq_len, path, (step, *path[1:])), -1)
-                best = logp.topk(topk)
-                for value, token in zip(best.values.tolist(), best.indices.tolist(), strict=True):
-                    candidates.append((score + value, depth, index, token, (*path, token)))
-                    grown.append((score + value, len(candidates) - 1, (*path, token)))
-            beams = sorted(grown, key=lambda b: -b[0])[:topk]
-        chosen: list[int] = []
-        kept = set()
-        for i in sorted(range(len(candidates)), key=lambda i: (-candidates[i][0], candidates[i][1])):
-            if len(chosen) == nodes - 1:
-                break
-            if candidates[i][2] == -1 or candidates[i][2] in kept:
-                chosen.append(i)
-                kept.add(i)
-        chosen.sort(key=lambda i: (candidates[i][1], -candidates[i][0]))
-        node_of = {c: n + 1 for n, c in enumerate(chosen)}
-        parents = tuple(0 if candidates[c][2] == -1 else node_of[candidates[c][2]] for c in chosen)
-        tokens = (root, *(candidates[c][3] for c in chosen))
-        return DraftTree(Tree((-1, *parents), kind="eagle"), tokens)
+        def children(path: tuple[int, ...]) -> torch.Tensor:
+            return torch.softmax(self._logits(request, seq_len, (root, *path), (step, *path)), -1)
+
+        selection = eagle_selection(topk, steps, nodes, children)
+        built = self.eagle_build(selection, seq_len)
+        # the verify call lays its mask and positions out from the tree: they must be what SGLang built
+        mask = torch.ones_like(built.mask)
+        mask[:, seq_len:] = built.tree.ancestor_mask()
+        if not torch.equal(mask, built.mask) or built.positions != built.tree.positions(seq_len):
+            raise RuntimeError("the EAGLE tree's mask or positions differ from those of its parents")
+        return DraftTree(built.tree, (root, *selection.tokens))

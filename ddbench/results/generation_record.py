@@ -31,12 +31,16 @@ def run_json(run: DecodeRun) -> dict[str, Any]:
 @dataclass
 class GenerationRecord:
     acceptance: str  # which greedy acceptance ran (SGLang's op, or ours and why)
+    tree_building: str | None = (
+        None  # which built EAGLE trees (SGLang's op, or ours and why); other kinds: None
+    )
     greedy: dict[str, DecodeRun] = field(default_factory=dict)  # plain greedy decoding, by attention backend
     runs: dict[str, DecodeRun] = field(default_factory=dict)  # speculative decoding, by backend
 
     def to_json(self) -> dict[str, Any]:
         return {
             "acceptance": self.acceptance,
+            **({"tree_building": self.tree_building} if self.tree_building else {}),
             "greedy": {name: run_json(run) for name, run in self.greedy.items()},
             "runs": {name: run_json(run) for name, run in self.runs.items()},
         }

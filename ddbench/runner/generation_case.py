@@ -15,6 +15,7 @@ import torch
 
 from ddbench.backends.protocol import Backend
 from ddbench.generation.decode import DecodeRun, Workload, decode
+from ddbench.generation.eagle_tree import eagle_tree_builder
 from ddbench.generation.greedy_accept import greedy_acceptor
 from ddbench.generation.mla_model import AbsorbedMlaModel, ModelShape
 from ddbench.metrics import ERROR, FAIL, PASS, SKIPPED, Verdict
@@ -59,10 +60,13 @@ def run_generation_case(
         case.prefix_lens, spec.new_tokens, tree, case.q_len, case.page_size, spec.drafter_noise, case.seed
     )
     accept, acceptance = greedy_acceptor()
-    record = GenerationRecord(acceptance)
+    build, building = eagle_tree_builder()
+    record = GenerationRecord(acceptance, building if tree["kind"] == "eagle" else None)
     for truth in dict.fromkeys(b.against for b in case.parity if b.against in backends):
         step(f"plain greedy decoding with {truth}")
-        record.greedy[truth] = decode(model, workload, backends[truth], accept, device, speculate=False)
+        record.greedy[truth] = decode(
+            model, workload, backends[truth], accept, build, device, speculate=False
+        )
     for name, backend in backends.items():
         teacher = _teacher_of(case, name, backends)
         step(f"speculative decoding with {name}" + (f", taught by {teacher}" if teacher else ""))
@@ -71,6 +75,7 @@ def run_generation_case(
             workload,
             backend,
             accept,
+            build,
             device,
             teacher=backends[teacher] if teacher and teacher != name else None,
             tie_margin=spec.tie_margin,
