@@ -136,7 +136,18 @@ class SglangServer:
             os.killpg(self.process.pid, signal.SIGKILL)  # children the server left behind, if any
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(STOP_GRACE_S)
+        self._wait_group_gone()
         self._log.close()
+
+    def _wait_group_gone(self) -> None:
+        """Until no process of the group is left: the next server needs the GPU memory they hold."""
+        deadline = time.monotonic() + STOP_GRACE_S
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(self.process.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+            time.sleep(0.2)
 
 
 def parse_generation(item: Any, index: int) -> Generation:
