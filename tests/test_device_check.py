@@ -330,6 +330,7 @@ def test_a_latency_row_names_the_checks_that_failed():
     assert "failed" not in passing
 
 
+@pytest.mark.slow
 def test_the_e2e_step_runs_the_generation_cases_and_says_why_no_server_ran(tmp_path, monkeypatch):
     """On the CPU, with the emulation in the hardware kernel's place: the same step the GPU runs."""
     from ddbench.device.e2e import SERVER_MODEL_ENV, _server_parity, step_e2e
