@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from ddbench.generation.kv_pool import PagedKvPool
-from ddbench.generation.mla_model import AbsorbedMlaModel
+from ddbench.generation.target import TargetModel
 from ddbench.mla import KV_LORA_RANK
 from ddbench.trees import Tree
 from ddbench.trees.best_first import best_first
@@ -43,7 +43,7 @@ class DraftTree:
 
 
 class NoisyTargetDrafter:
-    def __init__(self, model: AbsorbedMlaModel, pool: PagedKvPool, noise: float, seed: int) -> None:
+    def __init__(self, model: TargetModel, pool: PagedKvPool, noise: float, seed: int) -> None:
         self.model, self.pool, self.noise, self.seed = model, pool, noise, seed
 
     def _logits(self, request: int, seq_len: int, path: Sequence[int], key: tuple[int, ...]) -> torch.Tensor:

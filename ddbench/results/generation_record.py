@@ -31,12 +31,15 @@ def run_json(run: DecodeRun) -> dict[str, Any]:
 @dataclass
 class GenerationRecord:
     acceptance: str  # which greedy acceptance ran (SGLang's op, or ours and why)
+    checkpoint: dict[str, Any] | None = None  # a checkpoint's model: its path, size, head groups, sm_scale
     greedy: dict[str, DecodeRun] = field(default_factory=dict)  # plain greedy decoding, by attention backend
     runs: dict[str, DecodeRun] = field(default_factory=dict)  # speculative decoding, by backend
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "acceptance": self.acceptance,
+        out: dict[str, Any] = {"acceptance": self.acceptance}
+        if self.checkpoint is not None:
+            out["checkpoint"] = self.checkpoint
+        return out | {
             "greedy": {name: run_json(run) for name, run in self.greedy.items()},
             "runs": {name: run_json(run) for name, run in self.runs.items()},
         }
