@@ -25,10 +25,11 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from transformers import DeepseekV2Config, DeepseekV2ForCausalLM, DeepseekV3Config, DeepseekV3ForCausalLM
 
-from ddbench.backends.cost import model_bytes
+from ddbench.backends.cost import generation_calls, model_bytes
 from ddbench.backends.reference import ReferenceBackend
 from ddbench.cli.main import cli
-from ddbench.generation.checkpoint import load_checkpoint_model
+from ddbench.generation import checkpoint as checkpoint_module
+from ddbench.generation.checkpoint import CheckpointError, load_checkpoint_model
 from ddbench.generation.decode import Workload, decode, prompts
 from ddbench.generation.deepseek_rope import DeepseekRope
 from ddbench.generation.greedy_accept import accept_greedy
@@ -114,6 +115,21 @@ def _v2() -> torch.nn.Module:
     return DeepseekV2ForCausalLM(config)
 
 
+def _v2_lite() -> torch.nn.Module:
+    """DeepSeek-V2-Lite's choices: one q_proj, plain greedy top-k over softmax scores."""
+    config = DeepseekV2Config(
+        **COMMON,
+        rope_parameters=dict(YARN),
+        q_lora_rank=None,
+        n_group=1,
+        topk_group=1,
+        topk_method="greedy",
+        norm_topk_prob=False,
+        routed_scaling_factor=1.0,
+    )
+    return DeepseekV2ForCausalLM(config)
+
+
 def _deepseek_config(folder: Path) -> None:
     """Rewrite transformers' `rope_parameters` as DeepSeek's own config.json writes it."""
     config = json.loads((folder / "config.json").read_text())
@@ -128,7 +144,7 @@ def _deepseek_config(folder: Path) -> None:
 def checkpoints(tmp_path_factory) -> dict[str, tuple[torch.nn.Module, Path]]:
     """kind -> (transformers' float32 model, its folder in bf16); the weights are bf16 values in both."""
     out = {}
-    for kind, build in (("v3", _v3), ("v2", _v2)):
+    for kind, build in (("v3", _v3), ("v2", _v2), ("v2-lite", _v2_lite)):
         torch.manual_seed(0)
         model = build().eval()
         with torch.no_grad():
@@ -169,7 +185,7 @@ def _logits(model, kv_dtype: torch.dtype = torch.float32) -> torch.Tensor:
     return model.forward(_sequence(), torch.arange(SEQ), _exact(model.shape.sm_scale))
 
 
-@pytest.mark.parametrize("kind", ["v3", "v2"])
+@pytest.mark.parametrize("kind", ["v3", "v2", "v2-lite"])
 def test_logits_equal_transformers_in_float32_and_within_bf16_rounding_in_the_kernel_layout(
     checkpoints, kind
 ):
@@ -180,6 +196,24 @@ def test_logits_equal_transformers_in_float32_and_within_bf16_rounding_in_the_ke
     assert (_logits(model) - reference).abs().max() < FP32_TOL
     bf16 = (_logits(model, torch.bfloat16) - reference).abs().max()
     assert bf16 < BF16_TOL_OF_STD * reference.std()
+
+
+def test_a_sharded_checkpoint_and_kimi_k2_s_model_type_read_the_same_model(checkpoints, tmp_path):
+    hf, folder = checkpoints["v3"]
+    sharded = tmp_path / "sharded"
+    copy.deepcopy(hf).to(torch.bfloat16).save_pretrained(sharded, max_shard_size="1MB")
+    _deepseek_config(sharded)
+    index = json.loads((sharded / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) > 2 and not (sharded / "model.safetensors").exists()
+    config = json.loads((sharded / "config.json").read_text())
+    (sharded / "config.json").write_text(json.dumps(config | {"model_type": "kimi_k2"}))
+    model = load_checkpoint_model(sharded, None, HEADS)
+    assert torch.equal(_logits(model), _logits(load_checkpoint_model(folder, None, HEADS)))
+    del index["weight_map"][KV_B]
+    (sharded / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(CheckpointError, match="the index names no shard") as err:
+        load_checkpoint_model(sharded, None, HEADS)
+    assert err.value.path == KV_B and err.value.file.endswith("model.safetensors.index.json")
 
 
 def _without_rope_scaling(folder: Path, tmp: Path) -> Path:
@@ -227,6 +261,18 @@ def test_a_model_with_the_rope_or_scale_wrong_fails_the_same_comparison(checkpoi
     assert (_logits(model, torch.bfloat16) - reference).abs().max() > 4 * BF16_TOL_OF_STD * reference.std()
 
 
+class _Recording(ReferenceBackend):
+    """The float32 reference, noting the heads and sm_scale of every call it gets."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: set[tuple[int, float]] = set()
+
+    def run(self, inputs):
+        self.calls.add((inputs.q_extend.shape[1], inputs.sm_scale))
+        return super().run(inputs)
+
+
 def _walk(drafts, predicts):
     return [accept_greedy(d, p) for d, p in zip(drafts, predicts, strict=True)]
 
@@ -261,8 +307,11 @@ def test_speculative_decoding_generates_transformers_greedy_tokens(checkpoints, 
     tokens, margins = [t for t, _ in expected], [m for _, m in expected]
     assert min(min(m) for m in margins) > 10 * FP32_TOL  # the comparison can tell a flip from rounding
     model.kv_dtype = torch.float32
-    exact = decode(model, workload, ReferenceBackend(), _walk, torch.device("cpu"))
+    backend = _Recording()
+    exact = decode(model, workload, backend, _walk, torch.device("cpu"))
     assert exact.error is None and exact.tokens == tokens
+    # every verify call: one TP rank's 8 heads, the checkpoint's own softmax scale (the one transformers uses)
+    assert backend.calls == {(HEADS // 2, hf.model.layers[0].self_attn.scaling)}
     assert exact.steps < 32  # drafts were accepted: the speculative path ran, not one token a step
     model.kv_dtype = torch.bfloat16
     served = decode(model, workload, ReferenceBackend(), _walk, torch.device("cpu"))
@@ -346,11 +395,15 @@ def test_only_the_capped_layers_are_read_and_the_estimate_counts_their_bytes(che
     save_file(kept, partial / "model.safetensors", metadata={"format": "pt"})
     model = load_checkpoint_model(partial, 2, HEADS)
     assert model.shape.layers == 2
+    with pytest.raises(CheckpointError, match="missing") as err:
+        load_checkpoint_model(partial, None, HEADS)  # all 3 layers
+    assert err.value.path.startswith("model.layers.2.")
     suite = _suite(tmp_path, generation={"checkpoint": "ckpt", "layers": 2, "new_tokens": 4})
     (case,) = load_suite_file(suite).cases
     held = sum(t.numel() * t.element_size() for t in kept.values())
     info = case.generation.checkpoint
     assert model_bytes(case) == held + info.working_bytes
+    assert generation_calls(case) == 2 * 2 * 2 * math.ceil(4 / 1.5)  # twice, 2 layers, 2 head groups, steps
     assert case.heads_per_rank == HEADS // 2 and case.model.sm_scale == model.shape.sm_scale
 
 
@@ -398,6 +451,11 @@ def _edit_tensor(name: str, replacement: torch.Tensor | None):
     return edit
 
 
+def _truncate(path: Path, cut: int) -> None:
+    with path.open("r+b") as f:
+        f.truncate(path.stat().st_size - cut)
+
+
 KV_B = "model.layers.1.self_attn.kv_b_proj.weight"
 REFUSALS = [
     ("absent", {"generation": {"checkpoint": "nowhere"}}, None, "generation.checkpoint", "no such folder"),
@@ -407,6 +465,13 @@ REFUSALS = [
         None,
         "generation.checkpoint",
         "ddbench never downloads weights: give a local folder",
+    ),
+    (
+        "url",
+        {"generation": {"checkpoint": "https://huggingface.co/deepseek-ai/DeepSeek-V2-Lite"}},
+        None,
+        "generation.checkpoint",
+        "is not a local folder; ddbench never downloads weights",
     ),
     ("no-config", {}, lambda f: (f / "config.json").unlink(), "generation.checkpoint", "no config.json"),
     (
@@ -450,6 +515,7 @@ REFUSALS = [
         "generation.layers",
         "has 3 layers",
     ),
+    ("truncated", {}, lambda f: _truncate(f / "model.safetensors", 4096), "model.safetensors", "truncated"),
 ]
 
 
@@ -469,6 +535,24 @@ def test_a_checkpoint_that_cannot_serve_is_refused_by_ddbench_run(
     text = " ".join(result.output.split())  # the console wraps long lines
     assert str(suite) in text and "cases[0]" in text, text
     assert where in text and reason in text, text
+
+
+def test_a_shard_that_changes_after_the_suite_loaded_is_refused_when_read(checkpoints, tmp_path, monkeypatch):
+    """The suite loader checked the headers; the reader checks the bytes it reads; `ddbench run` exits 2."""
+    shutil.copytree(checkpoints["v3"][1], tmp_path / "ckpt")
+    planned = checkpoint_module.plan_tensors
+
+    def plan_then_truncate(*args, **kwargs):
+        plan = planned(*args, **kwargs)
+        _truncate(tmp_path / "ckpt" / "model.safetensors", 1 << 20)
+        return plan
+
+    monkeypatch.setattr(checkpoint_module, "plan_tensors", plan_then_truncate)
+    result = CliRunner().invoke(cli, ["run", str(_suite(tmp_path))])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    text = " ".join(result.output.split())
+    assert "ckpt/model.safetensors: " in text and "truncated:" in text and "the file changed" in text, text
 
 
 def test_a_whole_run_on_a_checkpoint_passes_its_gates_and_records_the_model(checkpoints, tmp_path):

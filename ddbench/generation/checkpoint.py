@@ -2,14 +2,15 @@
 
 The folder is checked as the suite loader checks it (ddbench.inputs.checkpoint_config: local, config.json,
 the geometry the kernel serves; ddbench.inputs.checkpoint_tensors: every tensor of the first `layers`
-layers present with its shape), then each of those tensors is read lazily from its shard (`safe_open`),
-checked again, and kept in its stored dtype; an fp8 weight is dequantized to bf16 with its
-`weight_scale_inv` blocks. Nothing is ever downloaded. Every problem is a CheckpointError naming the file
-and the tensor (exit 2).
+layers present with its shape), then each of those tensors is read from its shard, its bytes alone (by the
+offsets of the header, so a shard larger than memory, which `safe_open` would map whole, is no obstacle),
+and kept in its stored dtype; an fp8 weight is dequantized to bf16 with its `weight_scale_inv` blocks.
+Nothing is ever downloaded. Every problem is a CheckpointError naming the file and the tensor (exit 2).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -18,7 +19,9 @@ from ddbench.errors import InputError
 from ddbench.generation.checkpoint_model import CheckpointMlaModel
 from ddbench.inputs.checkpoint_config import CheckpointConfig, checkpoint_folder, read_checkpoint_config
 from ddbench.inputs.checkpoint_tensors import PlannedTensor, TensorPlan, plan_tensors
+from ddbench.inputs.safetensors_header import TensorEntry
 
+_CHUNK = 1 << 30  # bytes a read asks for (Linux returns at most about 2 GiB from one)
 _TORCH_DTYPES = {
     "BF16": torch.bfloat16,
     "F16": torch.float16,
@@ -39,38 +42,49 @@ def dequantize_fp8(weight: torch.Tensor, scale_inv: torch.Tensor, block: tuple[i
 
 
 class _Reader:
-    """Tensors read from their shards, one `safe_open` per shard, each checked against the plan."""
+    """Tensors read from their shards by the byte ranges the headers give (one open file per shard; only the
+    planned tensors' bytes are read, never the whole file mapped), each checked against the plan."""
 
     def __init__(self, device: torch.device | str) -> None:
         self.device = device
-        self._open: dict[Path, object] = {}
+        self._fds: dict[Path, int] = {}
 
-    def _raw(self, file: Path, name: str, shape: tuple[int, ...], dtype: str) -> torch.Tensor:
-        from safetensors import safe_open
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
 
+    def _bytes(self, entry: TensorEntry, name: str) -> bytearray:
+        file = entry.file
         try:
-            if file not in self._open:
-                self._open[file] = safe_open(str(file), framework="pt", device="cpu")
-            tensor = self._open[file].get_tensor(name)  # type: ignore[attr-defined]
-        except Exception as err:  # safetensors' own errors: a truncated or rewritten shard
-            raise CheckpointError(
-                f"cannot read: {type(err).__name__}: {err}", file=str(file), path=name
-            ) from None
-        if tuple(tensor.shape) != shape or tensor.dtype != _TORCH_DTYPES[dtype]:
-            raise CheckpointError(
-                f"is {tensor.dtype} of shape {list(tensor.shape)}; expected {dtype} of shape {list(shape)} "
-                "(the file changed since the suite was loaded?)",
-                file=str(file),
-                path=name,
-            )
-        return tensor
+            if file not in self._fds:
+                self._fds[file] = os.open(file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            size = entry.end - entry.begin
+            data, done = bytearray(size), 0
+            view = memoryview(data)
+            while done < size:
+                got = os.preadv(self._fds[file], [view[done : done + _CHUNK]], entry.begin + done)
+                if not got:
+                    raise CheckpointError(
+                        f"truncated: {done} of its {size} bytes read (the file changed after loading?)",
+                        file=str(file),
+                        path=name,
+                    )
+                done += got
+            return data
+        except OSError as err:
+            raise CheckpointError(f"cannot read: {err.strerror or err}", file=str(file), path=name) from None
+
+    def _tensor(self, entry: TensorEntry, name: str) -> torch.Tensor:
+        data = self._bytes(entry, name)
+        if not data:
+            return torch.empty(entry.shape, dtype=_TORCH_DTYPES[entry.dtype])
+        return torch.frombuffer(data, dtype=torch.uint8).view(_TORCH_DTYPES[entry.dtype]).reshape(entry.shape)
 
     def read(self, planned: PlannedTensor, block: tuple[int, int]) -> torch.Tensor:
-        entry = planned.entry
-        tensor = self._raw(entry.file, planned.name, planned.shape, entry.dtype)
+        tensor = self._tensor(planned.entry, planned.name)
         if planned.scale is not None:
-            scale_name = planned.name + "_scale_inv"
-            scale = self._raw(planned.scale.file, scale_name, planned.scale.shape, planned.scale.dtype)
+            scale = self._tensor(planned.scale, planned.name + "_scale_inv")
             tensor = dequantize_fp8(tensor, scale, block)
         return tensor.to(self.device)
 
@@ -80,8 +94,11 @@ def read_weights(
 ) -> tuple[dict[str, torch.Tensor], list[dict[str, torch.Tensor]]]:
     """The model's tensors and each layer's (named without the layer prefix), as planned."""
     reader, block = _Reader(device), plan.config.fp8_block
-    tensors = {name: reader.read(t, block) for name, t in plan.tensors.items()}
-    layers = [{name: reader.read(t, block) for name, t in layer.items()} for layer in plan.layers]
+    try:
+        tensors = {name: reader.read(t, block) for name, t in plan.tensors.items()}
+        layers = [{name: reader.read(t, block) for name, t in layer.items()} for layer in plan.layers]
+    finally:
+        reader.close()
     return tensors, layers
 
 

@@ -178,7 +178,7 @@ def checkpoint_folder(path: Path, written: str) -> Path:
     if not path.exists():
         hub = _HUB_ID.match(written) and not written.startswith((".", "/"))
         reason = "no such folder" + (f" (it looks like a hub ID; {NEVER_DOWNLOADS})" if hub else "")
-        raise InputError(reason + "", file=str(path))
+        raise InputError(reason, file=str(path))
     if not path.is_dir():
         raise InputError(
             "is not a folder; a checkpoint is a folder holding config.json and safetensors", file=str(path)

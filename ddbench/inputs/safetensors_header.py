@@ -10,6 +10,7 @@ file (and the tensor).
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ class TensorEntry:
     file: Path
     dtype: str  # safetensors' name: BF16, F16, F32, F8_E4M3, ...
     shape: tuple[int, ...]
+    begin: int  # its bytes in the file: [begin, end)
+    end: int
 
 
 def read_header(path: Path) -> dict[str, TensorEntry]:
@@ -66,10 +69,15 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
     if not isinstance(header, dict):
         raise InputError("not a safetensors file: the header is not a JSON object", file=file)
     body = info.st_size - 8 - size
-    return {name: _entry(path, name, entry, body) for name, entry in header.items() if name != "__metadata__"}
+    start = 8 + size
+    return {
+        name: _entry(path, name, entry, start, body)
+        for name, entry in header.items()
+        if name != "__metadata__"
+    }
 
 
-def _entry(path: Path, name: str, entry: Any, body: int) -> TensorEntry:
+def _entry(path: Path, name: str, entry: Any, start: int, body: int) -> TensorEntry:
     file = str(path)
     if not isinstance(entry, dict):
         raise InputError("not a safetensors header entry", file=file, path=name)
@@ -89,7 +97,12 @@ def _entry(path: Path, name: str, entry: Any, body: int) -> TensorEntry:
             file=file,
             path=name,
         )
-    return TensorEntry(path, dtype, tuple(shape))
+    held, needed = offsets[1] - offsets[0], math.prod(shape) * DTYPE_BYTES.get(dtype, 0)
+    if dtype in DTYPE_BYTES and held != needed:
+        raise InputError(
+            f"holds {held} bytes; {dtype} of shape {shape} is {needed} bytes", file=file, path=name
+        )
+    return TensorEntry(path, dtype, tuple(shape), start + offsets[0], start + offsets[1])
 
 
 class FolderTensors:
