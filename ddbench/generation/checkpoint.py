@@ -43,7 +43,8 @@ def dequantize_fp8(weight: torch.Tensor, scale_inv: torch.Tensor, block: tuple[i
 
 class _Reader:
     """Tensors read from their shards by the byte ranges the headers give (one open file per shard; only the
-    planned tensors' bytes are read, never the whole file mapped), each checked against the plan."""
+    planned tensors' bytes are read, never the whole file mapped); a shard shorter than its header says is
+    refused, naming the tensor."""
 
     def __init__(self, device: torch.device | str) -> None:
         self.device = device
