@@ -212,10 +212,23 @@ def generation_seconds(case: Case, footprint: InputFootprint) -> float:
 
 
 def generation_calls(case: Case) -> int:
-    """Verify calls a backend makes in one case: 1 for a parity case; for a generation case, one a layer and
-    verify step, twice (its own and its teacher's), with as many steps as the accept-length floor allows."""
+    """Verify calls a backend makes in one case: 1 for a parity case; for a generation case, one a layer,
+    TP rank's head group (one group but on a checkpoint) and verify step, twice (its own and its teacher's),
+    with as many steps as the accept-length floor allows."""
     spec = case.generation
-    return 1 if spec is None else 2 * spec.layers * math.ceil(spec.new_tokens / spec.min_accept_length)
+    if spec is None:
+        return 1
+    groups = spec.checkpoint.heads // case.heads_per_rank if spec.checkpoint is not None else 1
+    return 2 * spec.layers * groups * math.ceil(spec.new_tokens / spec.min_accept_length)
+
+
+def model_bytes(case: Case) -> int:
+    """A checkpoint's weights as the case holds them (its first `layers` layers, in their stored dtype, fp8
+    dequantized to bf16) and the largest float32 temporary; 0 otherwise (the seeded model is not counted)."""
+    spec = case.generation
+    if spec is None or spec.checkpoint is None:
+        return 0
+    return spec.checkpoint.weight_bytes(spec.layers)
 
 
 def estimate_case(case: Case, backends: Sequence[str], device: str = "cpu") -> Estimate:
@@ -246,7 +259,9 @@ def estimate_case(case: Case, backends: Sequence[str], device: str = "cpu") -> E
             unknown.append(f"{name} (needs a GPU)")
         else:
             seconds += cpu * generation_calls(case)
-    run_peak = PROCESS_OVERHEAD_BYTES + footprint.input_bytes + max(working, kept + fingerprint)
+    run_peak = (
+        PROCESS_OVERHEAD_BYTES + footprint.input_bytes + max(working, kept + fingerprint) + model_bytes(case)
+    )
     host = PROCESS_OVERHEAD_BYTES + footprint.generation_peak_bytes
     peak = run_peak if on_gpu else max(host, run_peak)
     text = f"~{format_bytes(peak)}, ~{format_seconds(seconds)}"

@@ -21,7 +21,8 @@ from ddbench.backends.reference import ReferenceBackend
 from ddbench.generation.drafter import DraftTree, EagleBuild, NoisyTargetDrafter
 from ddbench.generation.greedy_accept import Accepted
 from ddbench.generation.kv_pool import PagedKvPool
-from ddbench.generation.mla_model import BOS, AbsorbedMlaModel
+from ddbench.generation.mla_model import BOS
+from ddbench.generation.target import TargetModel
 from ddbench.generation.verify_batch import VerifyBatch, build_batch
 from ddbench.poison import poisoned_mask
 from ddbench.trees import Tree
@@ -77,25 +78,23 @@ class DecodeRun:
         return sum(self.accept_lengths) / len(self.accept_lengths) if self.accept_lengths else 0.0
 
 
-def prompts(workload: Workload, vocab: int) -> list[list[int]]:
-    """BOS, then seeded tokens."""
+def prompts(workload: Workload, vocab: int, bos: int = BOS) -> list[list[int]]:
+    """BOS, then seeded tokens (token IDs: there is no tokenizer)."""
     out = []
     for r, length in enumerate(workload.prompt_lens):
         g = torch.Generator().manual_seed(workload.seed * 7919 + r)
-        out.append([BOS, *torch.randint(1, vocab, (length - 1,), generator=g).tolist()])
+        out.append([bos, *torch.randint(1, vocab, (length - 1,), generator=g).tolist()])
     return out
 
 
-def _pool(model: AbsorbedMlaModel, workload: Workload, device: torch.device) -> PagedKvPool:
+def _pool(model: TargetModel, workload: Workload, device: torch.device) -> PagedKvPool:
     ps = workload.page_size
     rows = sum(workload.prompt_lens) + len(workload.prompt_lens) * (workload.new_tokens + workload.q_len)
     pages = -(-rows // ps) + 2 * len(workload.prompt_lens)  # a part-filled page at each end of a request
-    return PagedKvPool(model.shape.layers, pages, ps, workload.seed, device)
+    return PagedKvPool(model.shape.layers, pages, ps, workload.seed, device, model.kv_dtype)
 
 
-def _forward(
-    model: AbsorbedMlaModel, pool: PagedKvPool, batch: VerifyBatch, backend: Backend
-) -> torch.Tensor:
+def _forward(model: TargetModel, pool: PagedKvPool, batch: VerifyBatch, backend: Backend) -> torch.Tensor:
     """The target's logits over the batch's draft tokens, each layer's verify call on `backend`."""
 
     def attend(layer: int, q: torch.Tensor, kv: torch.Tensor) -> torch.Tensor:
@@ -117,7 +116,7 @@ def _forward(
     return model.forward(batch.tokens, batch.positions, attend)
 
 
-def _prefill(model: AbsorbedMlaModel, pool: PagedKvPool, workload: Workload, tokens: list[list[int]]) -> None:
+def _prefill(model: TargetModel, pool: PagedKvPool, workload: Workload, tokens: list[list[int]]) -> None:
     """Every prompt but its last token into the pool, in chunks, with the float32 reference."""
     reference = ReferenceBackend()
     for r, prompt in enumerate(tokens):
@@ -137,7 +136,7 @@ def _margins(logits: torch.Tensor) -> list[float]:
 
 
 def decode(
-    model: AbsorbedMlaModel,
+    model: TargetModel,
     workload: Workload,
     backend: Backend,
     accept: Acceptor,
@@ -151,7 +150,7 @@ def decode(
     start = time.perf_counter()
     run = DecodeRun(backend.name, [[] for _ in workload.prompt_lens], [[] for _ in workload.prompt_lens])
     pool = _pool(model, workload, device)
-    tokens = prompts(workload, model.shape.vocab)
+    tokens = prompts(workload, model.shape.vocab, model.bos)
     _prefill(model, pool, workload, tokens)
     drafter = NoisyTargetDrafter(model, pool, workload.drafter_noise, workload.seed, eagle_build)
     seq_lens = [len(p) - 1 for p in tokens]

@@ -24,7 +24,7 @@ import torch
 
 from ddbench.generation.eagle_tree import BuiltTree, EagleSelection, eagle_selection
 from ddbench.generation.kv_pool import PagedKvPool
-from ddbench.generation.mla_model import AbsorbedMlaModel
+from ddbench.generation.target import TargetModel
 from ddbench.mla import KV_LORA_RANK
 from ddbench.trees import Tree
 from ddbench.trees.best_first import best_first
@@ -48,7 +48,7 @@ EagleBuild = Callable[[EagleSelection, int], BuiltTree]
 
 class NoisyTargetDrafter:
     def __init__(
-        self, model: AbsorbedMlaModel, pool: PagedKvPool, noise: float, seed: int, eagle_build: EagleBuild
+        self, model: TargetModel, pool: PagedKvPool, noise: float, seed: int, eagle_build: EagleBuild
     ) -> None:
         self.model, self.pool, self.noise, self.seed = model, pool, noise, seed
         self.eagle_build = eagle_build

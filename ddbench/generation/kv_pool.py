@@ -25,11 +25,19 @@ class PoolExhausted(RuntimeError):
 
 
 class PagedKvPool:
-    def __init__(self, layers: int, pages: int, page_size: int, seed: int, device: torch.device) -> None:
+    def __init__(
+        self,
+        layers: int,
+        pages: int,
+        page_size: int,
+        seed: int,
+        device: torch.device,
+        dtype: torch.dtype = torch.bfloat16,  # the kernel's layout; float32 lets a test see the model's error
+    ) -> None:
         self.page_size = page_size
         self.rows = pages * page_size
         self.k_buffers = [
-            torch.full((self.rows, 1, HEAD_DIM_QK), float("nan"), dtype=torch.bfloat16, device=device)
+            torch.full((self.rows, 1, HEAD_DIM_QK), float("nan"), dtype=dtype, device=device)
             for _ in range(layers)
         ]
         free = list(range(pages))

@@ -15,11 +15,11 @@ so the logits spread like a trained model's (top-2 margins mostly well above bf1
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
+from ddbench.generation.absorbed_attention import Attend, absorbed_attention
+from ddbench.generation.target import ModelShape
 from ddbench.mla import KV_LORA_RANK, ROPE_DIM
 
 NOPE_DIM = 128  # the no-rope query/key width per head before absorption (DeepSeek-V3)
@@ -30,20 +30,6 @@ _SINK_GAIN = 3.0  # how far the BOS latent leans towards the shared query direct
 _LOGIT_STD = 8.0
 _ROPE_BASE = 10000.0
 _EPS = 1e-6
-
-Attend = Callable[[int, torch.Tensor, torch.Tensor], torch.Tensor]
-"""(layer, q (N, H, 576) bf16, kv (N, 576) bf16) -> the attention output (N, H, 512), any float dtype.
-The caller decides where the keys come from (a pool, a drafter's own cache) and which kernel runs."""
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    layers: int
-    hidden: int
-    vocab: int
-    heads: int  # heads this rank holds
-    sm_scale: float
-    seed: int
 
 
 def _rms(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -63,6 +49,11 @@ def rope(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
 
 
 class AbsorbedMlaModel:
+    """The seeded model: its heads are one rank's, so each layer makes one verify call."""
+
+    bos = BOS
+    kv_dtype = torch.bfloat16
+
     def __init__(self, shape: ModelShape, device: torch.device | str = "cpu") -> None:
         self.shape = shape
         g = torch.Generator().manual_seed(shape.seed)
@@ -122,16 +113,19 @@ class AbsorbedMlaModel:
         for index, layer in enumerate(self.layers):
             a = _rms(x, layer["attn_norm"])
             q = (a @ layer["wq"]).view(-1, h, NOPE_DIM + ROPE_DIM)
-            q_latent = torch.einsum("nhd,hdl->nhl", q[..., :NOPE_DIM], layer["w_uk"])
-            q_rope = rope(q[..., NOPE_DIM:], positions)
             latent = _rms(a @ layer["w_dkv"], layer["kv_norm"])
-            k_rope = rope(a @ layer["w_kr"], positions)
-            q_full = torch.cat([q_latent, q_rope], dim=-1).to(torch.bfloat16)
-            kv = torch.cat([latent, k_rope], dim=-1).to(torch.bfloat16)
-            out = attend(index, q_full, kv).float()
-            if out.shape != (q_full.shape[0], h, KV_LORA_RANK):
-                raise ValueError(f"layer {index}: attention returned {tuple(out.shape)}")
-            v = torch.einsum("nhl,hlv->nhv", out, layer["w_uv"]).reshape(-1, h * V_HEAD_DIM)
+            v = absorbed_attention(
+                index,
+                q[..., :NOPE_DIM],
+                rope(q[..., NOPE_DIM:], positions),
+                latent,
+                rope(a @ layer["w_kr"], positions),
+                layer["w_uk"],
+                layer["w_uv"],
+                attend,
+                heads_per_call=h,
+                dtype=self.kv_dtype,
+            )
             x = x + v @ layer["wo"]
             m = _rms(x, layer["mlp_norm"])
             x = x + (torch.nn.functional.silu(m @ layer["w_gate"]) * (m @ layer["w_up"])) @ layer["w_down"]

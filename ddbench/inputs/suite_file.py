@@ -1,10 +1,13 @@
-"""Load a suite file with its capture entries read from disk: the suite layer's parser, wired to the reader.
+"""Load a suite file with its capture entries and checkpoints read from disk: the suite layer's parser,
+wired to the readers.
 
-`ddbench.suite` stays free of capture I/O (it takes a loader); this module gives it the real one. A suite
-file is someone else's input, so the captures it names are confined to the suite file's own folder (after
-symlinks and `..` are resolved) unless the user allows other folders on the command line
+`ddbench.suite` stays free of capture and checkpoint I/O (it takes loaders); this module gives it the real
+ones. A suite file is someone else's input, so the captures it names are confined to the suite file's own
+folder (after symlinks and `..` are resolved) unless the user allows other folders on the command line
 (`--allow-captures DIR`), and every file goes through the capture reader's checks (regular files only,
-a size limit before reading).
+a size limit before reading). A checkpoint (a generation case's `generation.checkpoint`) is a folder
+relative to the suite file, or an absolute one: only its config.json, index and safetensors headers are
+read here (checked, and the weights' bytes counted), never anything from the network.
 """
 
 from __future__ import annotations
@@ -15,8 +18,11 @@ from pathlib import Path
 from ddbench.errors import InputError
 from ddbench.inputs.capture_file import read_capture
 from ddbench.inputs.capture_summary import capture_files
+from ddbench.inputs.checkpoint_config import checkpoint_folder, read_checkpoint_config
+from ddbench.inputs.checkpoint_tensors import plan_tensors
 from ddbench.suite.captures import CaptureInfo, CaptureLoader
 from ddbench.suite.case_count import DEFAULT_MAX_CASES, RAISE_WITH
+from ddbench.suite.checkpoints import CheckpointInfo, CheckpointLoader
 from ddbench.suite.load import load_suite
 from ddbench.suite.model import CaptureRef, Suite
 
@@ -30,7 +36,7 @@ def load_suite_file(
     """The suite in `path`, its captures read from its folder or from `allow_capture_dirs`."""
     path = Path(path)
     loader = capture_loader(path.parent, allow_capture_dirs, max_files=max_cases)
-    return load_suite(path, loader, max_cases=max_cases)
+    return load_suite(path, loader, max_cases=max_cases, checkpoints=checkpoint_loader(path.parent))
 
 
 def _inside(path: Path, roots: list[Path]) -> bool:
@@ -91,3 +97,32 @@ def _info(path: Path) -> CaptureInfo:
         page_size=x.page_size,
         parents=tuple(x.trees[0].parents) if x.trees else None,
     )
+
+
+def checkpoint_loader(base: Path) -> CheckpointLoader:
+    """Read checkpoint folders named relative to `base` (the suite file's folder): each (folder, layers)
+    once, however many cases name it."""
+    cache: dict[tuple[str, int | None], CheckpointInfo] = {}
+
+    def load(name: str, layers: int | None) -> CheckpointInfo:
+        folder = checkpoint_folder(base / name, name)
+        key = (name, layers)
+        if key not in cache:
+            config = read_checkpoint_config(folder)
+            plan = plan_tensors(config, config.layers if layers is None else layers)
+            cache[key] = CheckpointInfo(
+                name=name,
+                folder=str(folder),
+                model_type=config.model_type,
+                heads=config.heads,
+                hidden=config.hidden,
+                vocab=config.vocab,
+                layers=config.layers,
+                sm_scale=config.sm_scale,
+                base_bytes=plan.base_bytes,
+                layer_bytes=plan.layer_bytes,
+                working_bytes=plan.working_bytes,
+            )
+        return cache[key]
+
+    return load

@@ -31,16 +31,18 @@ def run_json(run: DecodeRun) -> dict[str, Any]:
 @dataclass
 class GenerationRecord:
     acceptance: str  # which greedy acceptance ran (SGLang's op, or ours and why)
-    tree_building: str | None = (
-        None  # which built EAGLE trees (SGLang's op, or ours and why); other kinds: None
-    )
+    checkpoint: dict[str, Any] | None = None  # a checkpoint's model: its path, size, head groups, sm_scale
+    tree_building: str | None = None  # what built EAGLE trees (SGLang's op, or ours and why)
     greedy: dict[str, DecodeRun] = field(default_factory=dict)  # plain greedy decoding, by attention backend
     runs: dict[str, DecodeRun] = field(default_factory=dict)  # speculative decoding, by backend
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "acceptance": self.acceptance,
-            **({"tree_building": self.tree_building} if self.tree_building else {}),
+        out: dict[str, Any] = {"acceptance": self.acceptance}
+        if self.tree_building is not None:
+            out["tree_building"] = self.tree_building
+        if self.checkpoint is not None:
+            out["checkpoint"] = self.checkpoint
+        return out | {
             "greedy": {name: run_json(run) for name, run in self.greedy.items()},
             "runs": {name: run_json(run) for name, run in self.runs.items()},
         }

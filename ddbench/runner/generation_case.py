@@ -14,10 +14,13 @@ from collections.abc import Callable, Mapping
 import torch
 
 from ddbench.backends.protocol import Backend
+from ddbench.errors import DdbenchError
+from ddbench.generation.checkpoint import load_checkpoint_model
 from ddbench.generation.decode import DecodeRun, Workload, decode
 from ddbench.generation.eagle_tree import eagle_tree_builder
 from ddbench.generation.greedy_accept import greedy_acceptor
-from ddbench.generation.mla_model import AbsorbedMlaModel, ModelShape
+from ddbench.generation.mla_model import AbsorbedMlaModel
+from ddbench.generation.target import ModelShape, TargetModel
 from ddbench.metrics import ERROR, FAIL, PASS, SKIPPED, Verdict
 from ddbench.metrics.generation_gates import (
     GateCheck,
@@ -47,10 +50,9 @@ def run_generation_case(
     start = time.perf_counter()
     result = CaseResult(case)
     try:
-        shape = ModelShape(
-            spec.layers, spec.hidden, spec.vocab, case.heads_per_rank, case.model.sm_scale, case.seed
-        )
-        model = AbsorbedMlaModel(shape, device)
+        model = _model(case, device)
+    except DdbenchError:  # a checkpoint that cannot serve: the user's to fix (exit 2), as at suite load
+        raise
     except Exception as err:  # e.g. out of memory for the weights: this case's error, not the run's end
         result.error = f"model: {type(err).__name__}: {err}"
         result.seconds = time.perf_counter() - start
@@ -61,7 +63,9 @@ def run_generation_case(
     )
     accept, acceptance = greedy_acceptor()
     build, building = eagle_tree_builder()
-    record = GenerationRecord(acceptance, building if tree["kind"] == "eagle" else None)
+    record = GenerationRecord(
+        acceptance, _checkpoint_json(case, model), building if tree["kind"] == "eagle" else None
+    )
     for truth in dict.fromkeys(b.against for b in case.parity if b.against in backends):
         step(f"plain greedy decoding with {truth}")
         record.greedy[truth] = decode(
@@ -86,6 +90,39 @@ def run_generation_case(
     result.pairs = _judge(case, record)
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _model(case: Case, device: torch.device) -> TargetModel:
+    """The seeded model, or the checkpoint's first `layers` layers, one verify call per TP rank's heads."""
+    spec = case.generation
+    assert spec is not None
+    if spec.checkpoint is not None:
+        return load_checkpoint_model(
+            spec.checkpoint.folder, spec.layers, case.heads_per_rank, device, case.seed
+        )
+    shape = ModelShape(
+        spec.layers, spec.hidden, spec.vocab, case.heads_per_rank, case.model.sm_scale, case.seed
+    )
+    return AbsorbedMlaModel(shape, device)
+
+
+def _checkpoint_json(case: Case, model: TargetModel) -> dict[str, object] | None:
+    """What the results say of a checkpoint's model: where from, its size, its head groups and sm_scale."""
+    spec = case.generation
+    if spec is None or spec.checkpoint is None:
+        return None
+    info = spec.checkpoint
+    return {
+        "path": info.name,
+        "model_type": info.model_type,
+        "layers": model.shape.layers,
+        "layers_in_checkpoint": info.layers,
+        "heads": info.heads,
+        "heads_per_call": model.shape.heads,
+        "head_groups": info.heads // model.shape.heads,
+        "sm_scale": model.shape.sm_scale,
+        "bos": model.bos,
+    }
 
 
 def _judge(case: Case, record: GenerationRecord) -> list[PairResult]:

@@ -2,8 +2,9 @@
 
 A generation case keeps the fields a parity case has (model preset and layout give the heads a rank holds
 and sm_scale; `prefix` gives the prompt lengths; `tree` the shape the drafter fills; `page_size`; `seed`;
-the bounds say who is judged against whom) and adds this spec: the model's size, how many tokens each
-request generates, the drafter's noise, and the gates' own thresholds.
+the bounds say who is judged against whom) and adds this spec: the model's size (or a local checkpoint,
+whose heads, size and sm_scale replace the preset's), how many tokens each request generates, the
+drafter's noise, and the gates' own thresholds.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from typing import Any
+
+from ddbench.suite.checkpoints import CheckpointInfo
 
 GENERATION_TREE_KINDS = ("ddtree", "eagle", "chain")
 GENERATION_LIMITS = ("max_logit_abs", "mean_logit_abs", "margin_logit_abs")
@@ -28,6 +31,13 @@ class GenerationSpec:
     drafter_noise: float = 0.25  # the drafter's logit noise, in units of the logits' standard deviation
     tie_margin: float = 0.05  # tau: a divergence is a tie when both runs' top-2 logit margins are below it
     min_accept_length: float = 1.5  # tokens a verify step emits on average (accepted drafts + the bonus)
+    # A local checkpoint's weights instead of seeded ones: `hidden` and `vocab` are its own, `layers` the
+    # first ones read.
+    checkpoint: CheckpointInfo | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field; `checkpoint` only where set: the workloads (and IDs) of seeded cases do not move."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "checkpoint"}
+        if self.checkpoint is not None:
+            out["checkpoint"] = self.checkpoint.to_json()
+        return out

@@ -17,6 +17,7 @@ from ddbench.errors import InputError, SuiteInvalid
 from ddbench.finite import nonfinite_path
 from ddbench.suite.captures import CaptureInfo, CaptureLoader
 from ddbench.suite.case_count import DEFAULT_MAX_CASES, check_case_count, too_many_cases
+from ddbench.suite.checkpoints import CheckpointInfo, CheckpointLoader
 from ddbench.suite.expand import RawCase, expand_document
 from ddbench.suite.ids import workload_digest
 from ddbench.suite.model import Suite
@@ -108,13 +109,23 @@ def _no_captures(name: str) -> list[CaptureInfo]:
     raise InputError("captures are replayed from suite files only (their paths are relative to the file)")
 
 
+def _no_checkpoints(name: str, layers: int | None) -> CheckpointInfo:
+    raise InputError("checkpoints are read from suite files only (their paths are relative to the file)")
+
+
 def parse_suite(
-    document: Any, file: str, captures: CaptureLoader = _no_captures, *, max_cases: int = DEFAULT_MAX_CASES
+    document: Any,
+    file: str,
+    captures: CaptureLoader = _no_captures,
+    *,
+    max_cases: int = DEFAULT_MAX_CASES,
+    checkpoints: CheckpointLoader = _no_checkpoints,
 ) -> Suite:
     """Validate and expand an already-parsed document; raises SuiteInvalid listing every problem.
 
-    `captures` reads the capture files that cases name (ddbench.inputs.suite_file passes one rooted at the
-    suite's folder). A document that would expand past `max_cases` is refused before it is expanded.
+    `captures` reads the capture files that cases name, `checkpoints` the checkpoint folders of generation
+    cases (ddbench.inputs.suite_file passes ones rooted at the suite's folder). A document that would expand
+    past `max_cases` is refused before it is expanded.
     """
     errors = schema_errors(document, file)
     if errors:
@@ -122,7 +133,7 @@ def parse_suite(
     check_case_count(document, file, max_cases)
     cases, first_seen, id_seen = [], {}, {}
     for count, (raw, case, problems) in enumerate(
-        _resolved(expand_document(document), document["name"], file, captures), start=1
+        _resolved(expand_document(document), document["name"], file, captures, checkpoints), start=1
     ):
         if count > max_cases:  # capture folders add a case per file
             raise too_many_cases(count, max_cases, file, raw.where)
@@ -160,12 +171,34 @@ def parse_suite(
     )
 
 
-def _resolved(raws: list[RawCase], suite: str, file: str, captures: CaptureLoader):
+def _checkpoint(
+    raw: RawCase, file: str, checkpoints: CheckpointLoader
+) -> tuple[CheckpointInfo | None, list[InputError]]:
+    """The checkpoint a generation case names, read through the loader; its problem tied to the field."""
+    spec = raw.fields.get("generation")
+    if not isinstance(spec, dict) or "checkpoint" not in spec:
+        return None, []
+    name, layers = spec["checkpoint"], spec.get("layers")
+    try:
+        return checkpoints(name, layers), []
+    except InputError as err:
+        # err.message keeps the checkpoint's file and the field or tensor the reader blamed.
+        at = raw.origin("generation") + ".checkpoint"
+        return None, [InputError(f"checkpoint {name!r}: {err.message}", file=file, path=at)]
+
+
+def _resolved(
+    raws: list[RawCase], suite: str, file: str, captures: CaptureLoader, checkpoints: CheckpointLoader
+):
     """(raw, case or None, problems) per case; a capture entry becomes one case per capture file."""
     for raw in raws:
         name = raw.fields.get("capture")
         if name is None:
-            cases, problems = resolve_case(raw, suite, file)
+            checkpoint, problems = _checkpoint(raw, file, checkpoints)
+            if problems:
+                yield raw, None, problems
+                continue
+            cases, problems = resolve_case(raw, suite, file, checkpoint)
             for case in cases or (None,):  # a CUDA-graph group is several cases
                 yield raw, case, problems
                 problems = []
@@ -185,8 +218,14 @@ def _resolved(raws: list[RawCase], suite: str, file: str, captures: CaptureLoade
 
 
 def load_suite(
-    path: str | Path, captures: CaptureLoader = _no_captures, *, max_cases: int = DEFAULT_MAX_CASES
+    path: str | Path,
+    captures: CaptureLoader = _no_captures,
+    *,
+    max_cases: int = DEFAULT_MAX_CASES,
+    checkpoints: CheckpointLoader = _no_checkpoints,
 ) -> Suite:
-    """Read and parse one suite file; `captures` reads the files its capture entries name."""
+    """Read and parse one suite file; `captures` reads the files its capture entries name, `checkpoints`
+    the folders its generation cases name."""
     path = Path(path)
-    return parse_suite(read_json(path, what="suite file"), str(path), captures, max_cases=max_cases)
+    document = read_json(path, what="suite file")
+    return parse_suite(document, str(path), captures, max_cases=max_cases, checkpoints=checkpoints)

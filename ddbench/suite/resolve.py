@@ -14,6 +14,7 @@ from ddbench.errors import InputError, TreeSpecError
 from ddbench.suite.bound_sets import expand_bound_sets
 from ddbench.suite.budget import Budget, budget_from_json
 from ddbench.suite.captures import CaptureInfo
+from ddbench.suite.checkpoints import CheckpointInfo
 from ddbench.suite.expand import RawCase
 from ddbench.suite.generation import GENERATION_LIMITS, GENERATION_TREE_KINDS, GenerationSpec
 from ddbench.suite.ids import case_id
@@ -58,7 +59,9 @@ class _Checker:
         return self.raw.fields.get(field, FIELD_DEFAULTS.get(field))
 
 
-def _model(c: _Checker) -> ModelSpec | None:
+def _model(c: _Checker, checkpoint: CheckpointInfo | None = None) -> ModelSpec | None:
+    if checkpoint is not None:  # its heads and softmax scale, whatever preset the case names
+        return ModelSpec(name=checkpoint.model_type, heads=checkpoint.heads, sm_scale=checkpoint.sm_scale)
     spec = c.value("model")
     if spec is None:
         c.fail(
@@ -85,11 +88,17 @@ def _model(c: _Checker) -> ModelSpec | None:
     return ModelSpec(name=name, heads=int(heads), sm_scale=float(scale))
 
 
-def _layout(c: _Checker, model: ModelSpec | None) -> Layout:
+def _layout(c: _Checker, model: ModelSpec | None, checkpoint: CheckpointInfo | None = None) -> Layout:
     spec = c.value("layout") or {}
     layout = Layout(tp=spec.get("tp", 1), dp_attention=spec.get("dp_attention", 1))
     if layout.tp % layout.dp_attention:
         c.fail("layout", f"tp {layout.tp} is not divisible by dp_attention {layout.dp_attention}")
+    elif checkpoint and checkpoint.heads % layout.attention_tp:
+        c.fail(
+            "layout",
+            f"num_attention_heads {checkpoint.heads} of checkpoint {checkpoint.name!r} do not split over "
+            f"attention TP {layout.attention_tp}",
+        )
     elif model and model.heads % layout.attention_tp:
         c.fail(
             "layout",
@@ -191,12 +200,38 @@ def _parity(c: _Checker, generation: bool = False) -> tuple[ParityBound, ...]:
     return tuple(bounds)
 
 
-def _generation(c: _Checker, prefix_lens: tuple[int, ...]) -> GenerationSpec | None:
-    """The spec of a generation case, and what it rules out: per-request trees, budgets, served buffers."""
+def _generation(
+    c: _Checker, prefix_lens: tuple[int, ...], checkpoint: CheckpointInfo | None = None
+) -> GenerationSpec | None:
+    """The spec of a generation case, and what it rules out: per-request trees, budgets, served buffers,
+    and with a checkpoint, a size of its own."""
     spec = c.value("generation")
     if spec is None:
         return None
-    generation = GenerationSpec(**spec)
+    spec = {k: v for k, v in spec.items() if k != "checkpoint"}
+    if checkpoint is not None:
+        at = c.raw.origin("generation")
+        for name in ("hidden", "vocab"):
+            if name in spec:
+                reason = (
+                    f"comes from checkpoint {checkpoint.name!r} ({getattr(checkpoint, name)}); leave it out"
+                )
+                c.errors.append(InputError(reason, file=c.file, path=f"{at}.{name}"))
+        layers = spec.get("layers", checkpoint.layers)
+        if layers > checkpoint.layers:
+            c.errors.append(
+                InputError(
+                    f"is {layers}; checkpoint {checkpoint.name!r} has {checkpoint.layers} layers",
+                    file=c.file,
+                    path=f"{at}.layers",
+                )
+            )
+        spec |= {
+            "layers": min(layers, checkpoint.layers),
+            "hidden": checkpoint.hidden,
+            "vocab": checkpoint.vocab,
+        }
+    generation = GenerationSpec(**spec, checkpoint=checkpoint)
     for name in ("drafter_noise", "tie_margin", "min_accept_length"):
         if not math.isfinite(getattr(generation, name)):
             c.fail("generation", f"{name} must be a finite number")
@@ -295,15 +330,18 @@ def graph_replays(case: Case, label: str | None) -> tuple[Case, ...]:
     )
 
 
-def resolve_case(raw: RawCase, suite: str, file: str) -> tuple[tuple[Case, ...], list[InputError]]:
-    """The case, and where it is a CUDA-graph group, its replays after it."""
+def resolve_case(
+    raw: RawCase, suite: str, file: str, checkpoint: CheckpointInfo | None = None
+) -> tuple[tuple[Case, ...], list[InputError]]:
+    """The case, and where it is a CUDA-graph group, its replays after it. `checkpoint`: the folder its
+    generation spec names, already read (ddbench.suite.load)."""
     c = _Checker(raw, file)
-    model = _model(c)
-    layout = _layout(c, model)
+    model = _model(c, checkpoint)
+    layout = _layout(c, model, checkpoint)
     batch_size, seed = c.value("batch_size"), c.value("seed")
     prefix_lens = _prefix_lens(c, batch_size, seed)
     tree, q_lens = _tree(c, seed, batch_size)
-    generation = _generation(c, prefix_lens)
+    generation = _generation(c, prefix_lens, checkpoint)
     parity = _parity(c, generation is not None)
     budget = _budget(c)  # before the early return: every check reports, not just those before the first error
     buffers = _sglang_buffers(c, batch_size, prefix_lens)
