@@ -210,6 +210,21 @@ def unavailable_here(request: ServerParityRequest, env: Mapping[str, str]) -> li
     return reasons
 
 
+def _build_candidate(request: ServerParityRequest, say: Callable[[str], None]) -> list[str]:
+    """`ddbench apply build` for `cuda`: the server's ranks only load a build made beforehand."""
+    if request.candidate != "cuda":
+        return []
+    from ddbench.kernel.cuda_build import built_extension, load_cuda_extension
+
+    if built_extension() is None:
+        say("building the kernel for this GPU (as ddbench apply build does)")
+        try:
+            load_cuda_extension()
+        except Exception as err:
+            return [f"the kernel does not build here: {type(err).__name__}: {err}"]
+    return []
+
+
 def _server_import_problem(python: str, env: Mapping[str, str]) -> str | None:
     """Import SGLang's HTTP server in the Python the servers will run (it pulls the whole serving stack)."""
     try:
@@ -266,6 +281,7 @@ def run_server_parity(
         report.unavailable = unavailable_here(request, env)
         if not report.unavailable:
             check_server_args(server_argv(request, 0))
+            report.unavailable = _build_candidate(request, say)
     if report.unavailable:
         report.complete = True
         write_json_atomic(report_path, report.to_json())
