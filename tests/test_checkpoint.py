@@ -519,6 +519,7 @@ REFUSALS = [
         "has 3 layers",
     ),
     ("truncated", {}, lambda f: _truncate(f / "model.safetensors", 4096), "model.safetensors", "truncated"),
+    ("preset-typo", {"model": "kimi-k2.66"}, None, "model", "unknown model preset 'kimi-k2.66'"),
 ]
 
 

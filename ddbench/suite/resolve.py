@@ -60,9 +60,11 @@ class _Checker:
 
 
 def _model(c: _Checker, checkpoint: CheckpointInfo | None = None) -> ModelSpec | None:
-    if checkpoint is not None:  # its heads and softmax scale, whatever preset the case names
-        return ModelSpec(name=checkpoint.model_type, heads=checkpoint.heads, sm_scale=checkpoint.sm_scale)
     spec = c.value("model")
+    if checkpoint is not None:  # its heads and softmax scale, whatever preset the case (or suite) names
+        if isinstance(spec, str) and find_preset(spec) is None:  # still a typo, not a silent no-op
+            c.fail("model", f"unknown model preset {spec!r}; known presets: {', '.join(preset_names())}")
+        return ModelSpec(name=checkpoint.model_type, heads=checkpoint.heads, sm_scale=checkpoint.sm_scale)
     if spec is None:
         c.fail(
             "model", "no model: name a preset (" + ", ".join(preset_names()) + ") or give heads and sm_scale"
