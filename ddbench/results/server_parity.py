@@ -9,9 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddbench.metrics import ERROR, FAIL, PASS
 from ddbench.metrics.generation_gates import GateCheck
 
-PASS, FAIL, ERROR, UNAVAILABLE = "pass", "fail", "error", "unavailable"
+UNAVAILABLE = "unavailable"  # the one status a run of servers has beyond a pair's
 EXIT_CODES = {PASS: 0, FAIL: 1, ERROR: 1, UNAVAILABLE: 3}
 FORMAT_VERSION = 1
 
