@@ -21,10 +21,8 @@ from typing import Any
 
 import torch
 
-from ddbench.backends.interpreter_fix import interpreter_problem
+from ddbench.generation.sglang_spec_ops import spec_tree_op
 from ddbench.trees import Tree
-
-SGLANG_SPEC_TREE = "sglang.kernels.ops.speculative.spec_tree"
 
 
 @dataclass(frozen=True)
@@ -109,16 +107,8 @@ class SglangEagleTree:
     build takes most of a second."""
 
     def __init__(self) -> None:
-        self.problem = interpreter_problem(SGLANG_SPEC_TREE)
-        self._build: Any = None
+        self._build, self.problem = spec_tree_op("sgl_build_tree_kernel_triton")
         self._built: dict[tuple[Any, ...], BuiltTree] = {}
-        if self.problem is None:
-            try:
-                import importlib
-
-                self._build = importlib.import_module(SGLANG_SPEC_TREE).sgl_build_tree_kernel_triton
-            except Exception as err:  # an SGLang without the op: ours builds the tree, and says so
-                self.problem = f"cannot import {SGLANG_SPEC_TREE}: {type(err).__name__}: {err}"
 
     def __call__(self, selection: EagleSelection, seq_len: int) -> BuiltTree:
         key = (selection.topk, selection.steps, selection.parent_list, selection.selected)

@@ -10,14 +10,11 @@ Triton's interpreter. `accept_greedy` is the same walk in Python: the fallback, 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import torch
 
-from ddbench.backends.interpreter_fix import interpreter_problem
 from ddbench.generation.drafter import DraftTree
-
-SGLANG_SPEC_TREE = "sglang.kernels.ops.speculative.spec_tree"
+from ddbench.generation.sglang_spec_ops import spec_tree_op
 
 Accepted = list[int]
 """The accepted path's node indices, root (0) first; the bonus token is the target's argmax at its end."""
@@ -56,15 +53,7 @@ class SglangGreedyAccept:
     """SGLang's greedy tree verify for a batch of drafts; `problem` says why it cannot run here."""
 
     def __init__(self) -> None:
-        self.problem = interpreter_problem(SGLANG_SPEC_TREE)
-        self._kernel: Any = None
-        if self.problem is None:
-            try:
-                import importlib
-
-                self._kernel = importlib.import_module(SGLANG_SPEC_TREE).verify_tree_greedy_kernel_triton
-            except Exception as err:  # an SGLang without the op: ours runs instead, and says so
-                self.problem = f"cannot import {SGLANG_SPEC_TREE}: {type(err).__name__}: {err}"
+        self._kernel, self.problem = spec_tree_op("verify_tree_greedy_kernel_triton")
 
     def __call__(self, drafts: Sequence[DraftTree], predicts: Sequence[Sequence[int]]) -> list[Accepted]:
         if self._kernel is None:

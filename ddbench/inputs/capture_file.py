@@ -34,6 +34,7 @@ from ddbench.inputs.capture_format import (
 from ddbench.inputs.check import check_inputs
 from ddbench.inputs.layout import VerifyInputs
 from ddbench.inputs.mask_tree import trees_from_custom_mask
+from ddbench.inputs.safetensors_header import header_object
 from ddbench.poison import poison_
 from ddbench.suite.presets import HEAD_DIM_V
 
@@ -110,12 +111,7 @@ def _parse_header(data: bytes, file: str) -> dict[str, Any]:
             f"truncated: the header needs {size} bytes after the length field, the file has {len(data) - 8}",
             file=file,
         )
-    try:
-        header = json.loads(data[8 : 8 + size].decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):  # JSONDecodeError is a ValueError
-        raise InputError("not a safetensors file: the header is not JSON", file=file) from None
-    if not isinstance(header, dict):
-        raise InputError("not a safetensors file: the header is not a JSON object", file=file)
+    header = header_object(data[8 : 8 + size], file)
     body = len(data) - 8 - size
     for name, entry in header.items():
         if name == "__metadata__" or not isinstance(entry, dict):

@@ -62,12 +62,7 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
         raise InputError(f"cannot read: {err.strerror or err}", file=file) from None
     finally:
         os.close(fd)
-    try:
-        header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise InputError("not a safetensors file: the header is not JSON", file=file) from None
-    if not isinstance(header, dict):
-        raise InputError("not a safetensors file: the header is not a JSON object", file=file)
+    header = header_object(raw, file)
     body = info.st_size - 8 - size
     start = 8 + size
     return {
@@ -75,6 +70,17 @@ def read_header(path: Path) -> dict[str, TensorEntry]:
         for name, entry in header.items()
         if name != "__metadata__"
     }
+
+
+def header_object(raw: bytes, file: str) -> dict[str, Any]:
+    """A safetensors header's JSON (the bytes after the length field), or InputError in plain words."""
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):  # JSONDecodeError is a ValueError
+        raise InputError("not a safetensors file: the header is not JSON", file=file) from None
+    if not isinstance(header, dict):
+        raise InputError("not a safetensors file: the header is not a JSON object", file=file)
+    return header
 
 
 def _entry(path: Path, name: str, entry: Any, start: int, body: int) -> TensorEntry:

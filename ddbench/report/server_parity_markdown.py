@@ -32,8 +32,7 @@ def server_parity_markdown(report: ServerParityReport) -> str:
 
 
 def _server_row(run: ServerRun) -> tuple[object, ...]:
-    tokens = sum(g.completion_tokens for g in run.generations)
-    steps = sum(g.spec_verify_ct for g in run.generations)
+    tokens, steps = run.accept_counts
     return (
         run.label,
         _seconds(run.ready_seconds),

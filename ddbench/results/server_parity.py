@@ -53,6 +53,13 @@ class ServerRun:
     plugin: list[dict[str, Any]] = field(default_factory=list)  # per process: `ddbench apply report --json`
     error: str | None = None
 
+    @property
+    def accept_counts(self) -> tuple[int, int]:
+        """(completion tokens, verify steps) over every prompt; a request without verify steps did not
+        speculate and counts one token a step."""
+        tokens = sum(g.completion_tokens for g in self.generations)
+        return tokens, sum(g.spec_verify_ct or g.completion_tokens for g in self.generations)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "label": self.label,

@@ -294,7 +294,9 @@ def run_server_parity(
         if run.error:
             break
     if not any(run.error for run in report.runs):
-        report.gates = judge(request, report.runs[0], report.runs[1])
+        plugin = _plugin_logs(request)
+        report.runs[1].plugin = [process.to_json() for process in plugin]
+        report.gates = judge(request, report.runs[0], report.runs[1], plugin)
     report.complete = True
     write_json_atomic(report_path, report.to_json())
     return report
@@ -330,8 +332,6 @@ def _serve(
         run.error = str(err)
     except OSError as err:  # the launch itself (no such Python, a log that cannot be written)
         run.error = f"could not start the server: {err}"
-    if label == DDBENCH and not run.error:
-        run.plugin = [s.to_json() for s in _plugin_logs(request)]
     return run
 
 
@@ -340,7 +340,9 @@ def _plugin_logs(request: ServerParityRequest) -> list[ProcessSummary]:
     return read_apply_logs([str(folder)]) if folder.is_dir() else []
 
 
-def judge(request: ServerParityRequest, triton: ServerRun, ours: ServerRun) -> list[GateCheck]:
+def judge(
+    request: ServerParityRequest, triton: ServerRun, ours: ServerRun, plugin: Sequence[ProcessSummary]
+) -> list[GateCheck]:
     tau = request.tie_margin
     found = agreement(
         [g.token_ids for g in triton.generations],
@@ -350,7 +352,7 @@ def judge(request: ServerParityRequest, triton: ServerRun, ours: ServerRun) -> l
         tau,
     )
     gates = [tokens_gate("tokens_vs_triton", "the Triton server", found, tau)]
-    gates.append(served_gate(request.candidate, [_counts(p) for p in ours.plugin], request.cuda_graphs))
+    gates.append(served_gate(request.candidate, [_counts(p) for p in plugin], request.cuda_graphs))
     for run in (triton, ours):
         gate = _accept(run, request.min_accept_length)
         gates.append(
@@ -359,28 +361,19 @@ def judge(request: ServerParityRequest, triton: ServerRun, ours: ServerRun) -> l
     return gates
 
 
-def _counts(process: dict[str, Any]) -> ServedCounts:
-    counters = process["counters"]
-
-    def total(name: str) -> int:
-        value = counters.get(name, 0)
-        return sum(value.values()) if isinstance(value, dict) else int(value)
-
+def _counts(process: ProcessSummary) -> ServedCounts:
     return ServedCounts(
-        where=f"rank {'?' if process.get('rank') is None else process['rank']} (pid {process.get('pid')})",
-        served_candidate=total("served_candidate"),
-        served_triton=total("served_triton"),
-        fallbacks=total("fallbacks"),
-        breaches=total("breaches"),
-        tripped=bool(process.get("tripped")),
-        unavailable=process.get("unavailable"),
-        ineligible=dict(counters.get("ineligible") or {}),
+        where=f"rank {'?' if process.rank is None else process.rank} (pid {process.pid})",
+        served_candidate=process.count("served_candidate"),
+        served_triton=process.count("served_triton"),
+        fallbacks=process.count("fallbacks"),
+        breaches=process.count("breaches"),
+        tripped=process.tripped,
+        unavailable=process.unavailable,
+        ineligible=dict(process.counters.get("ineligible") or {}),
     )
 
 
 def _accept(run: ServerRun, floor: float) -> GateCheck:
-    """Completion tokens per verify step over every prompt; a request without verify steps did not
-    speculate and counts one token a step."""
-    tokens = sum(g.completion_tokens for g in run.generations)
-    steps = sum(g.spec_verify_ct or g.completion_tokens for g in run.generations)
+    tokens, steps = run.accept_counts
     return accept_gate(tokens / steps if steps else 0.0, floor, steps)
